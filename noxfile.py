@@ -1,0 +1,216 @@
+"""Sessions for the sapwood monorepo.
+
+Run ``nox -l`` to list them. The two that a fresh machine needs are in the README:
+``nox -s demo`` and ``nox -s tests``.
+
+Torch on CPU machines always comes from the pinned CPU build (``torch==2.13.0``): an unpinned
+``torch`` pulls gigabytes of CUDA wheels. The ``gpu`` session is different: it runs on the GPU
+machine, which has no network, so it creates no virtual environment and uses that machine's own
+python, torch and pytest, with the sapwood sources put on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+CPU_TORCH = "torch==2.13.0"
+
+# Import name, package folder: the order is the dependency order (leaves first).
+PACKAGES = {
+    "sapwood_graph": ROOT / "packages" / "graph",
+    "sapwood_cudagraph_trees": ROOT / "packages" / "cudagraph-trees",
+    "sapwood_tracer": ROOT / "packages" / "tracer",
+    "sapwood_backend": ROOT / "packages" / "backend",
+}
+# Third-party packages the sapwood packages import (torch comes separately, pinned).
+RUNTIME_DEPS = ["sympy>=1.13", "bytecode>=0.16"]
+TEST_DEPS = ["pytest>=8", "pytest-xdist>=3", "hypothesis>=6.100", "import-linter>=2.1"]
+INTEGRATION_DEPS = ["transformers>=4.46,<6"]
+# Third-party test-time deps that the GPU machine has no copy of travel as wheels in .whl/.
+
+nox.options.sessions = ["tests", "lint", "contracts", "typecheck", "docs"]
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+
+
+def _install_stack_editable(session: nox.Session, *extra: str) -> None:
+    """Install torch (CPU, pinned), the runtime deps and every sapwood package in editable mode.
+
+    The sapwood packages go in with ``--no-deps``: their declared dependencies point at each
+    other through local ``file://`` references, which would make pip install a second,
+    non-editable copy. That the declared dependencies resolve on their own is what the
+    ``demo`` session proves, by installing the meta-package the way a user would.
+    """
+    session.install(CPU_TORCH)
+    session.install(*RUNTIME_DEPS, *extra)
+    args: list[str] = ["--no-deps"]
+    for folder in PACKAGES.values():
+        args += ["-e", str(folder)]
+    args += ["-e", str(ROOT)]
+    session.install(*args)
+
+
+def _test_paths() -> list[str]:
+    paths = [str(folder / "tests") for folder in PACKAGES.values()]
+    paths.append(str(ROOT / "integration-tests" / "cpu"))
+    return [p for p in paths if Path(p).is_dir()]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's unit tests and the CPU integration tests, on two workers.
+
+    GPU tests are collected and skipped with their reason. Pytest exits 5 when it ran no
+    test, which fails this session.
+    """
+    _install_stack_editable(session, *TEST_DEPS, *INTEGRATION_DEPS)
+    workers = session.env.get("SAPWOOD_TEST_WORKERS", "auto")
+    session.run(
+        "pytest",
+        "-n",
+        workers,
+        "--dist",
+        "loadfile",
+        "-p",
+        "no:cacheprovider",
+        *_test_paths(),
+        *session.posargs,
+        env={"HYPOTHESIS_PROFILE": session.env.get("HYPOTHESIS_PROFILE", "ci")},
+    )
+
+
+@nox.session(venv_backend="none")
+def gpu(session: nox.Session) -> None:
+    """What the GPU machine runs: the GPU unit and integration tests, with that machine's torch.
+
+    No network there, so nothing is installed from an index: wheels the machine lacks (nox,
+    bytecode, ...) are carried in ``.whl/`` and installed to a private folder first, see
+    ``docs/contributing.md``. Fails when no CUDA device is visible rather than skipping.
+    """
+    python = sys.executable
+    session.run(
+        python,
+        "-c",
+        "import torch, sys; ok = torch.cuda.is_available(); "
+        "print('torch', torch.__version__, 'cuda', ok, torch.cuda.device_count()); "
+        "sys.exit(0 if ok else 3)",
+    )
+    src_paths = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
+    pythonpath = os.pathsep.join([*src_paths, os.environ.get("PYTHONPATH", "")])
+    gpu_paths = [str(folder / "tests") for folder in PACKAGES.values()]
+    gpu_paths.append(str(ROOT / "integration-tests"))
+    gpu_paths = [p for p in gpu_paths if Path(p).is_dir()]
+    session.run(
+        python,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        *gpu_paths,
+        *session.posargs,
+        env={"PYTHONPATH": pythonpath, "SAPWOOD_REQUIRE_GPU": "1"},
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint rules and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def contracts(session: nox.Session) -> None:
+    """import-linter: the package directions of ARCHITECTURE.md.
+
+    The packages are installed without their dependencies: import-linter reads imports from
+    the source and never runs it, so torch is not needed here.
+    """
+    session.install("import-linter>=2.1")
+    args: list[str] = ["--no-deps"]
+    for folder in PACKAGES.values():
+        args += ["-e", str(folder)]
+    args += ["-e", str(ROOT)]
+    session.install(*args)
+    session.run("lint-imports", "--config", str(ROOT / "pyproject.toml"))
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over the public modules of every package."""
+    _install_stack_editable(session, "mypy>=1.10")
+    targets = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
+    session.run("mypy", *targets)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site; warnings are errors."""
+    session.install("mkdocs>=1.6", "mkdocs-material>=9.5")
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--site-dir",
+        str(ROOT / "site"),
+        env={"NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Install the meta-package as a user would, then compile a small model and compare with eager.
+
+    On a CPU machine torch comes from the pinned CPU build first, so that ``torch>=2.11`` in
+    the packages' metadata is already satisfied and nothing pulls CUDA wheels.
+    """
+    session.install(CPU_TORCH)
+    session.install(str(ROOT))
+    session.run("python", str(ROOT / "examples" / "demo.py"), *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks that run on a CPU: each prints a table of ratios and writes JSON."""
+    _install_stack_editable(session, *INTEGRATION_DEPS)
+    out = ROOT / "bench-results"
+    out.mkdir(exist_ok=True)
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), "--out", str(out), *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def bench_gpu(session: nox.Session) -> None:
+    """The GPU benchmarks, on the GPU machine with its own torch (see ``gpu``)."""
+    src_paths = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
+    pythonpath = os.pathsep.join([*src_paths, os.environ.get("PYTHONPATH", "")])
+    out = Path(session.env.get("SAPWOOD_BENCH_OUT", str(ROOT / "bench-results")))
+    out.mkdir(parents=True, exist_ok=True)
+    session.run(
+        sys.executable,
+        str(ROOT / "benchmarks" / "run.py"),
+        "--gpu",
+        "--out",
+        str(out),
+        *session.posargs,
+        env={"PYTHONPATH": pythonpath},
+    )
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build a wheel and an sdist of every package and of the meta-package with hatch."""
+    session.install("hatch>=1.12")
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    for folder in [*PACKAGES.values(), ROOT]:
+        with session.chdir(folder):
+            session.run("hatch", "build", "-t", "wheel", str(dist))
