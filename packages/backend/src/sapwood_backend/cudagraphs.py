@@ -1,0 +1,169 @@
+"""Putting compiled functions on sapwood's CUDA graph tree runtime.
+
+Three ways in, one rule: every compiled forward, backward and inference function is wrapped by
+:func:`sapwood_cudagraph_trees.cudagraphify` with the mode it serves, and the inputs that hold
+parameters and buffers (the ones AOT autograd lifts in front of the user's inputs) are static.
+
+* :func:`inductor_on_trees` — Inductor with its own CUDA graphs off; Inductor's compiled
+  ``current_callable`` of each graph is wrapped after ``compile_fx_inner`` returns it. This is
+  the ``reduce-overhead`` and ``max-autotune`` modes.
+* the ``cudagraphs`` backend — AOT autograd without code generation, each graph replayed
+  through the trees.
+* :func:`torch_backend` — the same Inductor-on-trees compiler as a backend for
+  ``torch.compile``, so torch's own captured graphs use sapwood's runtime.
+
+Graphs with no CUDA tensor among their inputs are returned unwrapped: there is nothing to
+record. Anything else the runtime cannot capture it runs eagerly and records why
+(``sapwood_cudagraph_trees.tree_info``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import torch
+
+from .registry import register_backend
+
+__all__ = ["cudagraphs", "inductor_on_trees", "torch_backend"]
+
+
+def _cuda_device_index(example_inputs: Sequence[Any]) -> int | None:
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor) and value.device.type == "cuda":
+            return value.device.index if value.device.index is not None else 0
+    return None
+
+
+def _output_stack_traces(gm: torch.fx.GraphModule) -> list[str | None]:
+    """For each output of ``gm``, the user's source line that produced it, when known."""
+    output = next(node for node in reversed(gm.graph.nodes) if node.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    traces: list[str | None] = []
+    for result in results:
+        trace = result.meta.get("stack_trace") if isinstance(result, torch.fx.Node) else None
+        traces.append(trace.strip().splitlines()[-1].strip() if trace else None)
+    return traces
+
+
+def _tree_mode(*, is_backward: bool, is_inference: bool) -> str:
+    if is_backward:
+        return "backward"
+    return "inference" if is_inference else "forward"
+
+
+def _inner_compile_on_trees(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
+) -> Any:
+    """``compile_fx_inner`` with Inductor's CUDA graphs off, its result put on the trees."""
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    from sapwood_cudagraph_trees import cudagraphify
+
+    compiled = compile_fx_inner(gm, example_inputs, **kwargs)
+    device_index = _cuda_device_index(example_inputs)
+    run = getattr(compiled, "current_callable", None)
+    if device_index is None or run is None:
+        return compiled
+    compiled.current_callable = cudagraphify(  # type: ignore[attr-defined]
+        run,
+        example_inputs,
+        tuple(kwargs.get("static_input_idxs") or ()),
+        device_index=device_index,
+        mode=_tree_mode(
+            is_backward=bool(kwargs.get("is_backward", False)),
+            is_inference=bool(kwargs.get("is_inference", False)),
+        ),
+        stack_traces=_output_stack_traces(gm),
+        mutated_input_idxs=tuple(getattr(compiled, "mutated_input_idxs", ()) or ()),
+        name=gm.__class__.__name__,
+    )
+    return compiled
+
+
+def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[..., Any]:
+    """An Inductor backend whose compiled graphs replay through sapwood's tree runtime."""
+    patches = {**(config_patches or {}), "triton.cudagraphs": False}
+
+    def inductor_reduce_overhead(
+        gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+    ) -> Callable[..., Any]:
+        from torch._inductor.compile_fx import compile_fx
+
+        compiled = compile_fx(
+            gm,
+            list(example_inputs),
+            inner_compile=_inner_compile_on_trees,
+            config_patches=patches,
+        )
+        return cast(Callable[..., Any], compiled)
+
+    return inductor_reduce_overhead
+
+
+def torch_backend(mode: str = "reduce-overhead") -> Callable[..., Any]:
+    """A backend for ``torch.compile`` that replays torch's compiled graphs through sapwood's trees.
+
+    ``torch.compile(model, backend=sapwood_backend.torch_backend())``. ``mode`` is
+    ``"reduce-overhead"`` or ``"max-autotune"``.
+    """
+    from .modes import MODES, InvalidModeError
+
+    if mode not in ("reduce-overhead", "max-autotune"):
+        raise InvalidModeError(
+            f"torch_backend puts graphs on CUDA graph trees, so its mode is 'reduce-overhead' "
+            f"or 'max-autotune', not {mode!r}"
+        )
+    return inductor_on_trees(MODES[mode])
+
+
+def _count_tangents(gm: torch.fx.GraphModule) -> int:
+    """Backward graphs take saved values first and tangents last; the saved ones are static."""
+    names = [node.name for node in gm.graph.nodes if node.op == "placeholder"]
+    return sum(1 for name in names if not name.startswith("tangents"))
+
+
+@register_backend
+def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """AOT autograd with no code generation, each graph replayed through sapwood's trees."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+    from sapwood_cudagraph_trees import cudagraphify
+
+    user_input_count = len(example_inputs)
+    device_index = _cuda_device_index(example_inputs)
+    if device_index is None:
+        from .builtin import aot_eager
+
+        return aot_eager(gm, example_inputs)
+
+    def wrap(mode: str) -> Callable[..., Any]:
+        def compile_graph(aot_gm: torch.fx.GraphModule, aot_inputs: Sequence[Any]) -> Any:
+            if mode == "backward":
+                static = range(_count_tangents(aot_gm))
+            else:
+                static = range(max(len(aot_inputs) - user_input_count, 0))
+            boxed = make_boxed_func(aot_gm.forward)
+            wrapped = cudagraphify(
+                boxed,
+                aot_inputs,
+                tuple(static),
+                device_index=device_index,
+                mode=mode,
+                stack_traces=_output_stack_traces(aot_gm),
+                name=f"{mode} graph",
+            )
+            wrapped._boxed_call = True  # type: ignore[attr-defined]
+            return wrapped
+
+        return compile_graph
+
+    return aot_module_simplified(
+        gm,
+        list(example_inputs),
+        fw_compiler=wrap("forward"),
+        bw_compiler=wrap("backward"),
+        inference_compiler=wrap("inference"),
+        keep_inference_input_mutations=True,
+    )
