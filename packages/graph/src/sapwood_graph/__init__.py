@@ -1,5 +1,68 @@
-"""sapwood-graph."""
+"""sapwood-graph: build FX graphs with fake-tensor metadata, symbolic shapes, nested subgraphs
+and guard records, then hand them to any ``torch.compile``-style backend.
+
+The graph-building API knows nothing of bytecode; any frontend can use it:
+
+* :class:`OutputGraph` — one per traced region: inputs keyed by :class:`Source`, attributes,
+  guards, cleanup hooks, :meth:`OutputGraph.compile`.
+* :class:`SubgraphTracer` — records nodes (``meta["example_value"]`` from fake propagation);
+  nested tracers lift free variables and symbols automatically.
+* Sources, guards, :class:`CompiledGraph` and the errors a frontend handles.
+"""
+
+from sapwood_graph.compiled import Backend, CompiledGraph, OutputSpec
+from sapwood_graph.errors import (
+    BackendCompilerFailed,
+    FakePropagationError,
+    GraphError,
+    GraphInputError,
+    SubgraphError,
+)
+from sapwood_graph.guards import Guard, GuardKind, GuardSet, TensorSpec
+from sapwood_graph.output_graph import GraphInput, OutputGraph
+from sapwood_graph.sources import (
+    AttrSource,
+    ClosureCellSource,
+    DefaultArgSource,
+    FunctionSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+    SyntheticSource,
+    TensorPropertySource,
+    TypeSource,
+)
+from sapwood_graph.tracer import SubgraphTracer
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "AttrSource",
+    "Backend",
+    "BackendCompilerFailed",
+    "ClosureCellSource",
+    "CompiledGraph",
+    "DefaultArgSource",
+    "FakePropagationError",
+    "FunctionSource",
+    "GlobalSource",
+    "GraphError",
+    "GraphInput",
+    "GraphInputError",
+    "Guard",
+    "GuardKind",
+    "GuardSet",
+    "ItemSource",
+    "LocalSource",
+    "OutputGraph",
+    "OutputSpec",
+    "Source",
+    "SubgraphError",
+    "SubgraphTracer",
+    "SyntheticSource",
+    "TensorPropertySource",
+    "TensorSpec",
+    "TypeSource",
+    "__version__",
+]
