@@ -87,8 +87,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """What the GPU machine runs: the GPU unit and integration tests, with that machine's torch.
+    """What the GPU machine runs, with that machine's own python and torch.
 
+    Two pytest runs over every package's tests and the integration tests: first everything
+    not marked ``gpu`` (the same suites as CI, here on that machine's Python 3.12 and torch),
+    on several workers; then the ``gpu`` tests in one process, since they share the device.
     No network there, so nothing is installed from an index: wheels the machine lacks (nox,
     bytecode, ...) are carried in ``.whl/`` and installed to a private folder first, see
     ``docs/contributing.md``. Fails when no CUDA device is visible rather than skipping.
@@ -97,27 +100,20 @@ def gpu(session: nox.Session) -> None:
     session.run(
         python,
         "-c",
-        "import torch, sys; ok = torch.cuda.is_available(); "
-        "print('torch', torch.__version__, 'cuda', ok, torch.cuda.device_count()); "
-        "sys.exit(0 if ok else 3)",
+        "import sys, torch; ok = torch.cuda.is_available(); "
+        "print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', ok, "
+        "torch.cuda.get_device_name() if ok else ''); sys.exit(0 if ok else 3)",
     )
     src_paths = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
     pythonpath = os.pathsep.join([*src_paths, os.environ.get("PYTHONPATH", "")])
-    gpu_paths = [str(folder / "tests") for folder in PACKAGES.values()]
-    gpu_paths.append(str(ROOT / "integration-tests"))
-    gpu_paths = [p for p in gpu_paths if Path(p).is_dir()]
-    session.run(
-        python,
-        "-m",
-        "pytest",
-        "-m",
-        "gpu",
-        "-p",
-        "no:cacheprovider",
-        *gpu_paths,
-        *session.posargs,
-        env={"PYTHONPATH": pythonpath, "SAPWOOD_REQUIRE_GPU": "1"},
-    )
+    paths = [str(folder / "tests") for folder in PACKAGES.values()]
+    paths.append(str(ROOT / "integration-tests"))
+    paths = [p for p in paths if Path(p).is_dir()]
+    env = {"PYTHONPATH": pythonpath, "SAPWOOD_REQUIRE_GPU": "1"}
+    workers = session.env.get("SAPWOOD_TEST_WORKERS", "8")
+    common = [python, "-m", "pytest", "-p", "no:cacheprovider"]
+    session.run(*common, "-m", "not gpu", "-n", workers, *paths, *session.posargs, env=env)
+    session.run(*common, "-m", "gpu", *paths, *session.posargs, env=env)
 
 
 @nox.session

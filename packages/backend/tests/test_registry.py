@@ -26,7 +26,7 @@ def _identity_backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
 
 
 def test_builtin_backends_are_listed() -> None:
-    assert {"eager", "aot_eager", "inductor"} <= set(sapwood_backend.list_backends())
+    assert {"eager", "aot_eager", "inductor", "cudagraphs"} <= set(sapwood_backend.list_backends())
 
 
 def test_register_as_bare_decorator_uses_the_function_name(clean_registry: None) -> None:

@@ -1,7 +1,7 @@
 """sapwood-backend: the backend registry, the built-in backends, and modes.
 
 A backend follows the torch.compile protocol ``backend(gm, example_inputs) -> callable``.
-Backends are looked up by name (``"eager"``, ``"aot_eager"``, ``"inductor"``, third-party ones
+Backends are looked up by name (``"eager"``, ``"aot_eager"``, ``"inductor"``, ``"cudagraphs"``, third-party ones
 from the ``sapwood.backends`` entry-point group) or passed as callables::
 
     import sapwood_backend
@@ -14,6 +14,8 @@ from the ``sapwood.backends`` entry-point group) or passed as callables::
 """
 
 from . import builtin as _builtin  # registers eager, aot_eager, inductor
+from .cudagraphs import torch_backend  # registers cudagraphs
+from .entry import compile
 from .modes import MODES, InvalidModeError, resolve_backend
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -35,10 +37,12 @@ __all__ = [
     "InvalidModeError",
     "UnknownBackendError",
     "__version__",
+    "compile",
     "list_backends",
     "lookup_backend",
     "register_backend",
     "resolve_backend",
+    "torch_backend",
 ]
 
 del _builtin

@@ -19,6 +19,7 @@ record. Anything else the runtime cannot capture it runs eagerly and records why
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -53,8 +54,33 @@ def _tree_mode(*, is_backward: bool, is_inference: bool) -> str:
     return "inference" if is_inference else "forward"
 
 
+def _static_top_level_inputs(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> frozenset[int]:
+    """Indices of the graph's inputs that hold module state: parameters and buffers.
+
+    A front end that passes parameters as graph inputs (sapwood's tracer and torch's both do)
+    loses the distinction AOT autograd draws for lifted attributes, so it is recovered here:
+    an ``nn.Parameter``, or a placeholder whose ``meta["static_input"]`` a front end set (for
+    buffers). Static inputs are not copied into the graph's buffers; the tree runtime checks
+    their addresses instead. A wrong "static" costs a re-recording, never a wrong result.
+    """
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    static = set()
+    for index, value in enumerate(example_inputs):
+        hinted = index < len(placeholders) and placeholders[index].meta.get("static_input")
+        if isinstance(value, torch.nn.Parameter) or hinted:
+            static.add(index)
+    return frozenset(static)
+
+
 def _inner_compile_on_trees(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    top_level_inputs: int,
+    top_level_static: frozenset[int],
+    **kwargs: Any,
 ) -> Any:
     """``compile_fx_inner`` with Inductor's CUDA graphs off, its result put on the trees."""
     from torch._inductor.compile_fx import compile_fx_inner
@@ -66,14 +92,19 @@ def _inner_compile_on_trees(
     run = getattr(compiled, "current_callable", None)
     if device_index is None or run is None:
         return compiled
+    is_backward = bool(kwargs.get("is_backward", False))
+    static = set(kwargs.get("static_input_idxs") or ())
+    if not is_backward:
+        # Forward graphs take AOT autograd's lifted attributes first, then the top-level inputs.
+        lifted = len(example_inputs) - top_level_inputs
+        static |= {lifted + index for index in top_level_static if lifted >= 0}
     compiled.current_callable = cudagraphify(  # type: ignore[attr-defined]
         run,
         example_inputs,
-        tuple(kwargs.get("static_input_idxs") or ()),
+        tuple(sorted(static)),
         device_index=device_index,
         mode=_tree_mode(
-            is_backward=bool(kwargs.get("is_backward", False)),
-            is_inference=bool(kwargs.get("is_inference", False)),
+            is_backward=is_backward, is_inference=bool(kwargs.get("is_inference", False))
         ),
         stack_traces=_output_stack_traces(gm),
         mutated_input_idxs=tuple(getattr(compiled, "mutated_input_idxs", ()) or ()),
@@ -91,12 +122,12 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
     ) -> Callable[..., Any]:
         from torch._inductor.compile_fx import compile_fx
 
-        compiled = compile_fx(
-            gm,
-            list(example_inputs),
-            inner_compile=_inner_compile_on_trees,
-            config_patches=patches,
+        inner = functools.partial(
+            _inner_compile_on_trees,
+            top_level_inputs=len(example_inputs),
+            top_level_static=_static_top_level_inputs(gm, example_inputs),
         )
+        compiled = compile_fx(gm, list(example_inputs), inner_compile=inner, config_patches=patches)
         return cast(Callable[..., Any], compiled)
 
     return inductor_reduce_overhead
@@ -132,6 +163,7 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
     from sapwood_cudagraph_trees import cudagraphify
 
     user_input_count = len(example_inputs)
+    top_level_static = _static_top_level_inputs(gm, example_inputs)
     device_index = _cuda_device_index(example_inputs)
     if device_index is None:
         from .builtin import aot_eager
@@ -141,14 +173,15 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
     def wrap(mode: str) -> Callable[..., Any]:
         def compile_graph(aot_gm: torch.fx.GraphModule, aot_inputs: Sequence[Any]) -> Any:
             if mode == "backward":
-                static = range(_count_tangents(aot_gm))
+                static = set(range(_count_tangents(aot_gm)))
             else:
-                static = range(max(len(aot_inputs) - user_input_count, 0))
+                lifted = max(len(aot_inputs) - user_input_count, 0)
+                static = set(range(lifted)) | {lifted + i for i in top_level_static}
             boxed = make_boxed_func(aot_gm.forward)
             wrapped = cudagraphify(
                 boxed,
                 aot_inputs,
-                tuple(static),
+                tuple(sorted(static)),
                 device_index=device_index,
                 mode=mode,
                 stack_traces=_output_stack_traces(aot_gm),

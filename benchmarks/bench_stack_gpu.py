@@ -1,0 +1,229 @@
+"""Full stack on the GPU: sapwood reduce-overhead against torch.compile reduce-overhead.
+
+Three workloads, each measured in this one process:
+
+* a tiny function (3 pointwise ops on a 1x1024 tensor): per-call time, where CPU overhead is
+  everything; also a raw ``torch.cuda.CUDAGraph`` replay with its input copy, the floor;
+* a GPT stack (4 layers, d=256, batch 1, 32 tokens): inference per call;
+* the same GPT: one training step (forward, backward, SGD step).
+
+Columns: eager, torch.compile(mode="reduce-overhead"), sapwood.compile(mode="reduce-overhead"),
+and torch.compile(backend=sapwood_backend.torch_backend()) (torch's capture on sapwood's
+trees). Ratios are against torch.compile reduce-overhead. A column that fails is reported
+with its error and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _timing import fmt_time, once_seconds, per_call_seconds, print_table, ratio, write_json
+
+GPU = True
+NAME = "stack_gpu"
+
+
+def _gpt(torch: Any, layers: int = 4, dim: int = 256, heads: int = 4, vocab: int = 512) -> Any:
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1 = nn.LayerNorm(dim)
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.proj = nn.Linear(dim, dim)
+            self.ln2 = nn.LayerNorm(dim)
+            self.fc = nn.Linear(dim, 4 * dim)
+            self.out = nn.Linear(4 * dim, dim)
+
+        def forward(self, x: Any) -> Any:
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q = q.view(b, t, heads, d // heads).transpose(1, 2)
+            k = k.view(b, t, heads, d // heads).transpose(1, 2)
+            v = v.view(b, t, heads, d // heads).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(d // heads)
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
+            self.ln = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab)
+
+        def forward(self, tokens: Any) -> Any:
+            x = self.embed(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln(x))
+
+    return GPT()
+
+
+def _tiny(x: Any) -> Any:
+    return ((x * 2.0).sin() + 1.0).relu()
+
+
+def _compilers(torch: Any) -> dict[str, Any]:
+    import sapwood
+    import sapwood_backend
+
+    return {
+        "eager": lambda f: f,
+        "torch reduce-overhead": lambda f: torch.compile(f, mode="reduce-overhead"),
+        "sapwood reduce-overhead": lambda f: sapwood.compile(f, mode="reduce-overhead"),
+        "torch.compile on sapwood trees": lambda f: torch.compile(
+            f, backend=sapwood_backend.torch_backend()
+        ),
+    }
+
+
+def _reset(torch: Any) -> None:
+    import sapwood
+    import sapwood_cudagraph_trees
+
+    torch._dynamo.reset()
+    sapwood.reset()
+    sapwood_cudagraph_trees.reset()
+    torch.cuda.synchronize()
+
+
+def _raw_graph_tiny(torch: Any, x: Any) -> float:
+    static_x = x.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            _tiny(static_x)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = _tiny(static_x)
+
+    def replay() -> Any:
+        static_x.copy_(x)
+        graph.replay()
+        return static_out
+
+    return per_call_seconds(replay, calls=2000, sync=torch.cuda.synchronize)
+
+
+def main(out: Path) -> dict[str, Any]:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("bench_stack_gpu needs a CUDA device")
+    sync = torch.cuda.synchronize
+    results: dict[str, dict[str, Any]] = {"tiny": {}, "gpt_inference": {}, "gpt_train_step": {}}
+    errors: dict[str, str] = {}
+    x_tiny = torch.randn(1, 1024, device="cuda")
+    torch.manual_seed(0)
+    base_model = _gpt(torch).cuda()
+    tokens = torch.randint(0, 512, (1, 32), device="cuda")
+
+    results["tiny"]["raw CUDA graph + copy"] = {"per_call": _raw_graph_tiny(torch, x_tiny)}
+
+    for column, make in _compilers(torch).items():
+        try:
+            _reset(torch)
+            fn = make(_tiny)
+            first = once_seconds(lambda fn=fn: fn(x_tiny), sync)
+            for _ in range(5):
+                torch.testing.assert_close(fn(x_tiny), _tiny(x_tiny))
+            per_call = per_call_seconds(lambda fn=fn: fn(x_tiny), calls=2000, sync=sync)
+            results["tiny"][column] = {"per_call": per_call, "first_call": first}
+
+            _reset(torch)
+            model = copy.deepcopy(base_model).eval()
+            compiled = make(model)
+            with torch.no_grad():
+                first = once_seconds(lambda c=compiled: c(tokens), sync)
+                for _ in range(5):
+                    torch.testing.assert_close(
+                        compiled(tokens), model(tokens), rtol=2e-3, atol=2e-3
+                    )
+                per_call = per_call_seconds(lambda c=compiled: c(tokens), calls=200, sync=sync)
+            results["gpt_inference"][column] = {"per_call": per_call, "first_call": first}
+
+            _reset(torch)
+            model = copy.deepcopy(base_model).train()
+            compiled = make(model)
+            opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+            def step(c: Any = compiled, opt: Any = opt) -> None:
+                loss = c(tokens).float().pow(2).mean()
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+            first = once_seconds(step, sync)
+            for _ in range(3):
+                step()
+            per_call = per_call_seconds(step, calls=50, sync=sync)
+            results["gpt_train_step"][column] = {"per_call": per_call, "first_call": first}
+        except Exception as error:
+            errors[column] = f"{type(error).__name__}: {error}"
+            traceback.print_exc()
+
+    reference = "torch reduce-overhead"
+    for workload, by_column in results.items():
+        ref = by_column.get(reference, {}).get("per_call")
+        rows = [
+            [
+                column,
+                fmt_time(v.get("per_call")),
+                ratio(v.get("per_call"), ref),
+                fmt_time(v.get("first_call")),
+            ]
+            for column, v in by_column.items()
+        ]
+        print_table(
+            f"{workload} (ratio vs {reference}, median of 5)",
+            ["column", "per call", "ratio", "first call"],
+            rows,
+        )
+    for column, message in errors.items():
+        print(f"FAILED {column}: {message}")
+    targets = {"tiny": 0.5, "gpt_inference": 1.0, "gpt_train_step": 1.0}
+    ratios = []
+    for workload, by_column in results.items():
+        ref = by_column.get(reference, {}).get("per_call")
+        for column in ("sapwood reduce-overhead", "torch.compile on sapwood trees"):
+            ours = by_column.get(column, {}).get("per_call")
+            ratios.append(
+                {
+                    "label": f"{workload}, {column} / {reference}",
+                    "value": ours / ref if ours and ref else None,
+                    "target": targets[workload] if column.startswith("sapwood") else None,
+                    "better": "lower",
+                }
+            )
+    return write_json(
+        out,
+        NAME,
+        {
+            "device": torch.cuda.get_device_name(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "results": results,
+            "errors": errors,
+            "ratios": ratios,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("bench-results"))

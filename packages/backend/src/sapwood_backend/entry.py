@@ -1,0 +1,115 @@
+"""``compile``: torch.compile's signature, sapwood's stack.
+
+``compile(model, backend=..., mode=..., options=...)`` resolves the backend (registry, mode,
+options), hands the model to the tracer, and, when the backend replays through CUDA graph
+trees, tells the tree runtime when each top-level invocation begins.
+
+The generation rule: a call of a compiled function or module that is not nested inside
+another compiled call starts a new generation (``sapwood_cudagraph_trees.new_generation``);
+nested calls, e.g. a compiled submodule called from a compiled model, do not. The depth is
+kept per thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import torch
+
+from .modes import _USES_TREES, resolve_backend
+
+__all__ = ["compile"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_local = threading.local()
+
+
+def _enter() -> None:
+    depth = getattr(_local, "depth", 0)
+    if depth == 0:
+        from sapwood_cudagraph_trees import new_generation
+
+        new_generation()
+    _local.depth = depth + 1
+
+
+def _leave() -> None:
+    _local.depth = getattr(_local, "depth", 1) - 1
+
+
+def _signal_generations(compiled: Any) -> Any:
+    if isinstance(compiled, torch.nn.Module):
+        compiled.register_forward_pre_hook(lambda module, args: _enter())
+        compiled.register_forward_hook(lambda module, args, out: _leave(), always_call=True)
+        return compiled
+
+    @functools.wraps(compiled)
+    def top_level_call(*args: Any, **kwargs: Any) -> Any:
+        _enter()
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            _leave()
+
+    return top_level_call
+
+
+@overload
+def compile(
+    model: None = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Callable[[_F], _F]: ...
+@overload
+def compile(
+    model: _F,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> _F: ...
+def compile(
+    model: Any = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile a function or ``nn.Module`` with sapwood; the signature is torch.compile's.
+
+    Used bare (``compile(fn)``) or as a decorator (``@compile(mode="reduce-overhead")``).
+    ``backend`` is a registered name or a callable ``backend(gm, example_inputs)``; ``mode``
+    and ``options`` configure the ``inductor`` backend (see :mod:`sapwood_backend.modes`).
+    Errors in these arguments are raised here, before anything is traced.
+    """
+    resolved = resolve_backend(backend, mode, options)
+
+    def apply(target: Any) -> Any:
+        if disable:
+            return target
+        import sapwood_tracer
+
+        compiled = sapwood_tracer.compile(
+            target, backend=resolved, fullgraph=fullgraph, dynamic=dynamic
+        )
+        if mode in _USES_TREES or backend == "cudagraphs":
+            return _signal_generations(compiled)
+        return compiled
+
+    if model is None:
+        return apply
+    return apply(model)

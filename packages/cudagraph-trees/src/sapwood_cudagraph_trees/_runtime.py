@@ -1,0 +1,490 @@
+"""The per-device runtime: when a call warms up, records, replays, or runs eagerly.
+
+State machine of one function and one input key: the first call *warms up* (runs eagerly with its
+allocations in the device's pool), the second *records* a graph, later calls *replay* a recorded
+node whose address checks and liveness rule pass (see ``_tree``); when none passes, a new node is
+recorded. A function or a key that cannot be captured runs eagerly, and the reason is kept.
+
+Invariants:
+
+* One :class:`DeviceRuntime` (one tree, one pool) per device; every function of that device,
+  inference, forward or backward, lives in it, so forward and backward graphs share the pool.
+* A replay never writes over a live storage: that is the liveness rule. Storages handed out
+  earlier stay valid until they die, also across generations, so ``g(f(x))`` of separately
+  wrapped functions and repeated calls with earlier outputs still referenced both work.
+* ``mark_step_begin()`` is the one place outputs become invalid on purpose: at the next call the
+  outputs of earlier steps (except forward outputs, which hold activations for a backward that
+  has not run yet) lose their memory, and reading them raises an error naming the function.
+* Recordings per function are capped; the least recently used node is evicted first, so the
+  number of graphs and the pool's memory stay bounded.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ._checkpoint import PoolState, sync_allocator
+from ._device import DeviceLayer
+from ._layout import (
+    COPIED,
+    POOL,
+    STATIC,
+    InputCopy,
+    OutputLayout,
+    copy_inputs,
+    overlaps_itself,
+    span_elements,
+)
+from ._liveness import LiveStorage, LiveStorages, storage_use_count, weak_handle
+from ._tree import Tree, TreeNode
+
+MODES = ("inference", "forward", "backward")
+
+
+def _released() -> None:
+    raise RuntimeError("sapwood-cudagraph-trees: replay of an evicted graph (a runtime bug)")
+
+
+_UNSEEN = object()
+
+
+_Tensor = torch.Tensor
+
+
+def _input_key(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(
+        [
+            (x.dtype, x.shape, x.stride(), x.device) if isinstance(x, _Tensor) else (type(x), x)
+            for x in inputs
+        ]
+    )
+
+
+def stale_message(entry: LiveStorage, why: str, mode: str) -> str:
+    what = "gradient output" if mode == "backward" else "output"
+    lines = [
+        f"sapwood-cudagraph-trees: this tensor is {what} {entry.output_index} of "
+        f"'{entry.producer}', and its memory was handed back to the CUDA graph pool because "
+        f"{why}; a later graph replay overwrites it, so reading it is refused rather than "
+        "returning stale data."
+    ]
+    if entry.stack_trace:
+        lines.append(f"It was produced at:\n{entry.stack_trace}")
+    lines.append("To keep it across steps, clone it (out.clone()) before the next compiled call.")
+    return "\n".join(lines)
+
+
+class DeviceRuntime:
+    """Tree, pool and live storages of one device."""
+
+    def __init__(self, index: int, layer: DeviceLayer) -> None:
+        self.index = index
+        self.layer = layer
+        self.tree = Tree()
+        self.live = LiveStorages()
+        self.pool = PoolState()
+        self.functions: list[weakref.ref[TreeFunction]] = []
+        self.pending_step = False
+        self._modes: dict[str, str] = {}
+        # blocks still allocated in the pool when reset() had released everything (0 unless leaked)
+        self.blocks_left_at_reset = 0
+
+    # ------------------------------------------------------------------ generations
+    def start_step(self) -> None:
+        """Invalidate outputs of earlier steps; called by the first call after mark_step_begin."""
+        self.pending_step = False
+        self.live.prune()
+        for entry in self.live:
+            if not entry.exempt_from_step:
+                self._invalidate(entry, "mark_step_begin() started a new step")
+        self.tree.current = None
+
+    def end_path(self) -> None:
+        self.tree.current = None
+
+    def _invalidate(self, entry: LiveStorage, why: str) -> None:
+        mode = self._modes.get(entry.producer, "inference")
+        self.layer.invalidate(entry.handle, stale_message(entry, why, mode))
+        entry.detach_templates()
+        self.live.remove(entry)
+
+    def reset(self) -> None:
+        self.live.prune()
+        for entry in self.live:
+            self._invalidate(entry, "reset() freed every graph and the pool")
+        for node in list(self.tree.nodes()):
+            self._release_entries(node)
+            self.layer.release_graph(node.graph)
+        self.tree.clear()
+        for ref in self.functions:
+            fn = ref()
+            if fn is not None:
+                fn.forget_recordings()
+        self.blocks_left_at_reset = len(self.layer.live_blocks())
+        self.layer.release_pool()
+        self.pool = PoolState()
+        self.pending_step = False
+
+    # ------------------------------------------------------------------ the three ways to run
+    def replay(self, fn: TreeFunction, node: TreeNode, inputs: list[Any]) -> list[Any]:
+        # the hot path: keep it flat, every line here is paid on each replay
+        copies = node.copies
+        if copies:
+            if len(copies) == 1 and not copies[0].span:
+                copies[0].target.copy_(inputs[copies[0].index])
+            else:
+                copy_inputs(copies, inputs)
+        node.replay()
+        entries = node.entries
+        by_ptr = self.live._by_ptr
+        for entry in entries:
+            if entry is None or entry.templates is None:
+                self._refresh_entries(fn, node)
+                break
+        for entry in entries:
+            if by_ptr.get(entry.ptr) is not entry:  # type: ignore[union-attr]
+                self.live.put(entry)  # type: ignore[arg-type]
+        if node.all_owned:
+            outputs = [
+                entries[g].templates[k].detach()  # type: ignore[union-attr,index]
+                for _, g, k in node.layout.specs
+            ]
+        else:
+            outputs = node.layout.outputs(
+                inputs,
+                self.layer,
+                [[t.detach() for t in e.templates] for e in entries],  # type: ignore[union-attr]
+            )
+        self.tree.current = node
+        pool = self.pool
+        pool.in_sync = False
+        pool.checkpoint = node.checkpoint
+        node.replays += 1
+        fn.replays += 1
+        fn.touch(node)
+        return outputs
+
+    def _refresh_entries(self, fn: TreeFunction, node: TreeNode) -> None:
+        entries = node.entries
+        for g, entry in enumerate(entries):
+            if entry is None or entry.templates is None:
+                entries[g] = self._fresh_entry(fn, node, g, entry)
+
+    def _fresh_entry(
+        self, fn: TreeFunction, node: TreeNode, group: int, old: LiveStorage | None
+    ) -> LiveStorage:
+        if old is not None:
+            self.live.release(old)
+        templates = node.layout.templates(self.layer, group)
+        handle = weak_handle(templates[0].untyped_storage())
+        ptr, nbytes = node.layout.storages[group]
+        index, trace = node.output_tags[group]
+        return LiveStorage(
+            handle=handle,
+            ptr=ptr,
+            nbytes=nbytes,
+            producer=fn.name,
+            output_index=index,
+            stack_trace=trace,
+            exempt_from_step=fn.mode == "forward",
+            # the references the runtime itself holds: the templates, and the Python storage
+            # object torch keeps alive beside them; measured, not assumed
+            baseline=storage_use_count(handle),
+            templates=templates,
+            persistent=True,
+        )
+
+    def _release_entries(self, node: TreeNode) -> None:
+        for entry in node.entries:
+            if entry is not None:
+                self.live.release(entry)
+        node.entries = [None] * len(node.entries)
+
+    def warmup(self, fn: TreeFunction, inputs: list[Any]) -> list[Any]:
+        sync_allocator(self.layer, self.pool, self.live)
+        outputs = list(self.layer.run_in_pool(fn.model, list(inputs)))
+        self.layer.clear_workspaces()
+        ranges = self.layer.pool_ranges()
+        input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+        traces = fn.stack_traces
+        seen: set[int] = set()
+        for i, out in enumerate(outputs):
+            if not isinstance(out, torch.Tensor) or not self.layer.accepts(out):
+                continue
+            storage = out.untyped_storage()
+            ptr = storage.data_ptr()
+            if ptr in seen or ptr in input_ptrs or not any(a <= ptr < b for a, b in ranges):
+                continue
+            seen.add(ptr)
+            trace = traces[i] if traces is not None and i < len(traces) else None
+            self.live.add(storage, fn.name, i, trace, fn.mode == "forward")
+        fn.warmups += 1
+        return outputs
+
+    def record(self, fn: TreeFunction, key: tuple[Any, ...], inputs: list[Any]) -> list[Any]:
+        layer = self.layer
+        sync_allocator(layer, self.pool, self.live)
+        self.live.prune()
+        held = self.live.sizes()
+        kinds: list[int] = []
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                kinds.append(-1)
+            elif i in fn.static_input_idxs:
+                kinds.append(STATIC)
+            elif self.live.contains(x.untyped_storage().data_ptr()):
+                kinds.append(POOL)
+            else:
+                kinds.append(COPIED)
+        copied = [i for i, k in enumerate(kinds) if k == COPIED]
+        spans = [span_elements(inputs[i]) for i in copied]
+        buffers = layer.allocate([max(1, n) * inputs[i].itemsize for i, n in zip(copied, spans)])
+        recording_inputs = list(inputs)
+        plans: list[tuple[int, int, int, int]] = []  # index, pointer, span, flat
+        for i, n, buf in zip(copied, spans, buffers):
+            x = inputs[i]
+            flat = overlaps_itself(x)
+            view = layer.tensor_at(buf.untyped_storage(), x.dtype, 0, x.shape, x.stride())
+            if n:
+                target = view.as_strided((n,), (1,), 0) if flat else view
+                target.copy_(x.as_strided((n,), (1,), x.storage_offset()) if flat else x)
+            recording_inputs[i] = view
+            plans.append((i, buf.data_ptr(), n if flat else 0, max(1, n) * x.itemsize))
+        layer.clear_workspaces()
+        reserved_before = layer.reserved_bytes()
+        try:
+            graph, captured = layer.capture(fn.model, list(recording_inputs))
+        except Exception as exc:  # anything that cannot be captured runs eagerly
+            fn.eager_reason = f"capture failed: {type(exc).__name__}: {exc}"
+            return fn.run_eagerly(inputs, fn.eager_reason)
+        captured = list(captured)
+        layout = OutputLayout.analyze(captured, recording_inputs, fn.constants, layer.pool_ranges())
+        layer.replay(graph)
+        outputs = layout.outputs(inputs, layer, layout.captured(captured))
+        copies = [self._copy_target(inputs[i], ptr, span, nbytes) for i, ptr, span, nbytes in plans]
+        for copy, (i, *_rest) in zip(copies, plans):
+            copy.index = i
+        del buffers, recording_inputs, captured
+        layer.clear_workspaces()
+        checkpoint = layer.checkpoint()
+        node = TreeNode(
+            id=self.tree.new_id(),
+            function_name=fn.name,
+            function_id=fn.id,
+            mode=fn.mode,
+            key=key,
+            graph=graph,
+            held=held,
+            checkpoint=checkpoint,
+            replay=layer.replayer(graph),
+            address_checks=tuple(
+                (i, inputs[i].data_ptr()) for i, k in enumerate(kinds) if k in (STATIC, POOL)
+            ),
+            static_indices=fn.static_input_idxs,
+            copies=copies,
+            layout=layout,
+            recorded_bytes=layout.output_bytes,
+        )
+        node.pool_growth_bytes = max(0, layer.reserved_bytes() - reserved_before)
+        traces = fn.stack_traces
+        node.output_tags = [
+            (i, traces[i] if traces is not None and i < len(traces) else None)
+            for i in layout.group_output_indices()
+        ]
+        node.entries = [None] * len(layout.storages)
+        node.all_owned = all(spec[0] == 0 for spec in layout.specs)
+        for (ptr, _), (index, trace) in zip(layout.storages, node.output_tags):
+            storage = next(
+                o.untyped_storage()
+                for o in outputs
+                if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == ptr
+            )
+            self.live.add(storage, fn.name, index, trace, fn.mode == "forward")
+        self.tree.attach(node)
+        self.pool.in_sync = True
+        fn.adopt(node)
+        return outputs
+
+    def _copy_target(self, x: torch.Tensor, ptr: int, span: int, nbytes: int) -> InputCopy:
+        storage = self.layer.storage_at(ptr, nbytes)
+        target = self.layer.tensor_at(storage, x.dtype, 0, x.shape, x.stride())
+        if span:
+            target = target.as_strided((span,), (1,), 0)
+        return InputCopy(-1, target, span)
+
+    def evict(self, node: TreeNode) -> None:
+        self._release_entries(node)
+        self.tree.detach(node)
+        self.layer.release_graph(node.graph)
+        node.graph = None
+        node.replay = _released
+
+
+class TreeFunction:
+    """The boxed callable ``cudagraphify`` returns (``list -> list``)."""
+
+    _next_id = 0
+
+    def __init__(
+        self,
+        runtime: DeviceRuntime,
+        model: Callable[[list[Any]], Any],
+        static_input_idxs: Sequence[int],
+        mode: str,
+        stack_traces: Sequence[str | None] | None,
+        constants: Sequence[torch.Tensor],
+        mutated_input_idxs: Sequence[int],
+        name: str,
+        max_recordings: int,
+        max_static_rerecords: int,
+    ) -> None:
+        TreeFunction._next_id += 1
+        self.id = TreeFunction._next_id
+        self.runtime = runtime
+        self.model = model
+        self.static_input_idxs = frozenset(static_input_idxs)
+        self.mode = mode
+        self.stack_traces = list(stack_traces) if stack_traces is not None else None
+        self.constants = list(constants)
+        self.mutated_input_idxs = tuple(mutated_input_idxs)
+        self.name = name
+        self.max_recordings = max_recordings
+        self.max_static_rerecords = max_static_rerecords
+        self.eager_reason: str | None = None
+        self.fallbacks: collections.Counter[str] = collections.Counter()
+        self.warmups = self.recordings = self.replays = self.evictions = 0
+        self.static_rerecords = 0
+        self._lru: collections.OrderedDict[int, TreeNode] = collections.OrderedDict()
+        self._by_key: dict[tuple[Any, ...], list[TreeNode]] = {}
+        self._warmed: set[tuple[Any, ...]] = set()
+        self._key_status: dict[tuple[Any, ...], str | None] = {}
+        self._warned: set[int] = set()
+        self._last_key: tuple[Any, ...] | None = None
+        self._last_nodes: list[TreeNode] | None = None
+        runtime.functions.append(weakref.ref(self))
+        runtime._modes[name] = mode
+
+    # ------------------------------------------------------------------ bookkeeping
+    def touch(self, node: TreeNode) -> None:
+        self._lru.move_to_end(node.id)
+        nodes = self._by_key[node.key]
+        if len(nodes) > 1 and nodes[0] is not node:
+            nodes.remove(node)
+            nodes.insert(0, node)
+
+    def adopt(self, node: TreeNode) -> None:
+        self._last_key = self._last_nodes = None
+        self.recordings += 1
+        self._lru[node.id] = node
+        self._by_key.setdefault(node.key, []).insert(0, node)
+
+    def nodes(self) -> list[TreeNode]:
+        return list(self._lru.values())
+
+    def forget_recordings(self) -> None:
+        self._last_key = self._last_nodes = None
+        self._lru.clear()
+        self._by_key.clear()
+        self._warmed.clear()
+
+    def _evict_one(self) -> None:
+        current = self.runtime.tree.current
+        for node in self._lru.values():
+            if node is not current:
+                break
+        else:
+            return
+        self._last_key = self._last_nodes = None
+        del self._lru[node.id]
+        nodes = self._by_key[node.key]
+        nodes.remove(node)
+        if not nodes:
+            del self._by_key[node.key]
+        self.runtime.evict(node)
+        self.evictions += 1
+
+    def run_eagerly(self, inputs: list[Any], reason: str) -> list[Any]:
+        self.fallbacks[reason] += 1
+        return list(self.model(inputs))
+
+    def _classify(self, inputs: Sequence[Any]) -> str | None:
+        """Why inputs of this key must run eagerly (None when they can be graphed)."""
+        layer = self.runtime.layer
+        devices = {x.device for x in inputs if isinstance(x, torch.Tensor)}
+        if len(devices) > 1:
+            names = ", ".join(sorted(str(d) for d in devices))
+            return f"inputs are on several devices ({names}); one graph runs on one device"
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and not layer.accepts(x):
+                if x.layout != torch.strided:
+                    return f"input {i} is a {x.layout} tensor, which graphs cannot take"
+                return f"input {i} is on {x.device}, not on {layer.device}"
+        for i in self.mutated_input_idxs:
+            if i in self.static_input_idxs:
+                continue
+            if i not in self._warned:
+                self._warned.add(i)
+                warnings.warn(
+                    f"'{self.name}' mutates input {i}, which is not a static input; it runs "
+                    "eagerly. Mark it static (a parameter or buffer) to graph it.",
+                    stacklevel=3,
+                )
+            return f"input {i} is mutated and is not a static input"
+        return None
+
+    # ------------------------------------------------------------------ the call
+    def __call__(self, inputs: list[Any]) -> list[Any]:
+        runtime = self.runtime
+        if runtime.pending_step:
+            runtime.start_step()
+        if self.eager_reason is not None:
+            return self.run_eagerly(inputs, self.eager_reason)
+        try:
+            key = _input_key(inputs)
+            if key == self._last_key:  # cheaper than hashing the key again
+                nodes = self._last_nodes
+            else:
+                nodes = self._by_key.get(key)
+                self._last_key, self._last_nodes = key, nodes
+        except (RuntimeError, TypeError) as exc:
+            return self.run_eagerly(inputs, f"inputs cannot be keyed: {exc}")
+        live = runtime.live
+        if live._by_ptr:
+            live.prune()
+        static_moved = False
+        if nodes is not None:  # only graphable keys have nodes
+            for node in nodes:
+                why = node.mismatch(inputs, live)
+                if why is None:
+                    return runtime.replay(self, node, inputs)
+                static_moved = static_moved or why == "static"
+        else:
+            status = self._key_status.get(key, _UNSEEN)
+            if status is _UNSEEN:
+                status = self._key_status[key] = self._classify(inputs)
+            if status is not None:
+                return self.run_eagerly(inputs, status)  # type: ignore[arg-type]
+        if key not in self._warmed:
+            self._warmed.add(key)
+            return runtime.warmup(self, inputs)
+        if static_moved:
+            self.static_rerecords += 1
+            if self.static_rerecords > self.max_static_rerecords:
+                self.eager_reason = (
+                    f"static inputs changed address {self.static_rerecords} times "
+                    f"(limit {self.max_static_rerecords}); pass stable parameters or do not "
+                    "mark the changing inputs static"
+                )
+                return self.run_eagerly(inputs, self.eager_reason)
+        while len(self._lru) >= self.max_recordings and len(self._lru) > 0:
+            before = len(self._lru)
+            self._evict_one()
+            if len(self._lru) == before:
+                break
+        return runtime.record(self, key, inputs)

@@ -1,0 +1,114 @@
+"""The tree of recorded graphs of one device.
+
+A *node* is one recorded graph of one function for one input key. Its parent is the node that
+ran last before it was recorded (the head of the current *path*); a root was recorded at the
+start of a path. Paths end at a generation (``mark_step_begin`` or ``new_generation``): the next
+recording starts a new root.
+
+Invariants:
+
+* Every node keeps ``held``: the live pool storages (pointer to bytes) at the moment it was
+  captured. The graph writes only into memory free at that moment, so a node may replay only when
+  all storages live now lie inside ``held`` -- wherever the node sits in the tree. Children of the
+  head of the path are tried first because they usually match.
+* Every node keeps the allocator's checkpoint taken right after its capture: its blocks are
+  ``held`` plus the node's own outputs. After a replay of the node, the storages live in the pool
+  are a subset of those blocks, which is what lets a later recording restore that checkpoint.
+* Nodes are evicted least-recently-used first, per function; an evicted node's children are
+  re-attached to its parent so the picture stays a tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._device import PoolCheckpoint
+from ._layout import InputCopy, OutputLayout
+from ._liveness import LiveStorage, LiveStorages
+
+
+@dataclass(eq=False)
+class TreeNode:
+    id: int
+    function_name: str
+    function_id: int
+    mode: str
+    key: tuple[Any, ...]
+    graph: Any
+    replay: Callable[[], None]
+    held: dict[int, int]
+    checkpoint: PoolCheckpoint
+    address_checks: tuple[tuple[int, int], ...]  # (input index, data pointer) read in place
+    static_indices: frozenset[int]
+    copies: list[InputCopy]
+    layout: OutputLayout
+    recorded_bytes: int
+    parent: TreeNode | None = None
+    children: list[TreeNode] = field(default_factory=list)
+    replays: int = 0
+    output_tags: list[tuple[int, str | None]] = field(default_factory=list)
+    # per graph-owned storage: the persistent entry whose templates replays detach from
+    entries: list[LiveStorage | None] = field(default_factory=list)
+    all_owned: bool = False  # every output views a storage the graph allocated
+    pool_growth_bytes: int = 0
+
+    def mismatch(self, inputs: Sequence[Any], live: LiveStorages) -> str | None:
+        """Why this node cannot replay these inputs now (None when it can)."""
+        for index, ptr in self.address_checks:
+            if inputs[index].data_ptr() != ptr:
+                return "static" if index in self.static_indices else "pool"
+        if live._by_ptr and not live.fits(self.held):
+            return "live"
+        return None
+
+    def path(self) -> list[TreeNode]:
+        nodes: list[TreeNode] = []
+        node: TreeNode | None = self
+        while node is not None:
+            nodes.append(node)
+            node = node.parent
+        return nodes[::-1]
+
+
+class Tree:
+    """Structure only: roots, children, the head of the current path, ids."""
+
+    def __init__(self) -> None:
+        self.roots: list[TreeNode] = []
+        self.current: TreeNode | None = None
+        self._next_id = 0
+
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def attach(self, node: TreeNode) -> None:
+        node.parent = self.current
+        if node.parent is None:
+            self.roots.append(node)
+        else:
+            node.parent.children.append(node)
+        self.current = node
+
+    def detach(self, node: TreeNode) -> None:
+        siblings = self.roots if node.parent is None else node.parent.children
+        siblings.remove(node)
+        for child in node.children:
+            child.parent = node.parent
+            siblings.append(child)
+        node.children = []
+        if self.current is node:
+            self.current = node.parent
+
+    def nodes(self) -> Iterator[TreeNode]:
+        stack = list(reversed(self.roots))
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def clear(self) -> None:
+        self.roots = []
+        self.current = None

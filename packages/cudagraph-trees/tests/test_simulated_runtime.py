@@ -1,0 +1,420 @@
+"""The tree logic on the simulated device: what a call does, when, and what it returns."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import sapwood_cudagraph_trees as trees
+from sapwood_cudagraph_trees import _api
+from sapwood_cudagraph_trees._checkpoint import sync_allocator
+
+SIM_INDEX = 7  # the index the ``sim`` fixture (conftest.py) installs the simulated layer at
+
+
+def wrap(fn, example, static=(), mode="inference", **kw):
+    return trees.cudagraphify(fn, example, static, device_index=SIM_INDEX, mode=mode, **kw)
+
+
+def fn_info(name):
+    (info,) = [f for f in trees.tree_info(SIM_INDEX).functions if f.name == name]
+    return info
+
+
+def pointwise(xs):
+    (x,) = xs
+    return [(x * 2).sin() + 1]
+
+
+def test_first_call_warms_up_second_records_third_replays(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="pw")
+    x = torch.randn(4)
+    for expected in [(1, 0, 0), (1, 1, 0), (1, 1, 1)]:
+        f([x])
+        info = fn_info("pw")
+        assert (info.warmups, info.recordings, info.replays) == expected
+
+
+def test_replayed_outputs_equal_eager(sim):
+    f = wrap(pointwise, [torch.ones(4)])
+    for _ in range(4):
+        x = torch.randn(4)
+        (out,) = f([x])
+        torch.testing.assert_close(out, pointwise([x])[0])
+
+
+def test_replay_returns_new_tensor_objects(sim):
+    f = wrap(pointwise, [torch.ones(4)])
+    x = torch.randn(4)
+    f([x])
+    f([x])
+    a = f([x])[0]
+    a_id = id(a)
+    b = f([x])[0]
+    assert id(b) != a_id or a is not b
+
+
+def test_outputs_sharing_a_storage_share_it_after_replay(sim):
+    def two_views(xs):
+        y = xs[0] + 1
+        return [y, y.view(2, 2), y[1:]]
+
+    f = wrap(two_views, [torch.ones(4)])
+    for _ in range(3):
+        outs = f([torch.randn(4)])
+    base = outs[0].untyped_storage().data_ptr()
+    assert all(o.untyped_storage().data_ptr() == base for o in outs)
+    assert outs[2].storage_offset() == 1
+
+
+def test_output_that_views_an_input_aliases_the_callers_input(sim):
+    def view_input(xs):
+        return [xs[0].view(2, 2), xs[0] * 2]
+
+    f = wrap(view_input, [torch.ones(4)])
+    for _ in range(3):
+        x = torch.randn(4)
+        outs = f([x])
+        assert outs[0].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        torch.testing.assert_close(outs[0], x.view(2, 2))
+
+
+def test_output_aliasing_a_static_input_views_the_parameter(sim):
+    w = torch.randn(3)
+
+    def slice_param(xs):
+        return [xs[0][1:], xs[1] + xs[0]]
+
+    f = wrap(slice_param, [w, torch.ones(3)], static=(0,))
+    for _ in range(3):
+        outs = f([w, torch.randn(3)])
+    assert outs[0].data_ptr() == w[1:].data_ptr()
+
+
+def test_model_that_empties_its_argument_list_like_inductor(sim):
+    def boxed(args):
+        x = args[0]
+        args.clear()  # the boxed convention lets the callee take the list's references
+        return [x.view(2, 2), x * 2]
+
+    f = wrap(boxed, [torch.ones(4)])
+    for _ in range(3):
+        x = torch.randn(4)
+        outs = f([x])
+        assert outs[0].data_ptr() == x.data_ptr()
+        torch.testing.assert_close(outs[1], x * 2)
+
+
+def test_earlier_outputs_stay_valid_when_the_same_function_runs_again(sim):
+    f = wrap(pointwise, [torch.ones(4)])
+    xs = [torch.randn(4) for _ in range(6)]
+    kept = [f([x])[0] for x in xs]
+    for x, out in zip(xs, kept):
+        torch.testing.assert_close(out, pointwise([x])[0])
+
+
+def test_loop_with_previous_output_alive_settles_on_a_bounded_set_of_graphs(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="loop")
+    out = None
+    for _ in range(20):
+        x = torch.randn(4)
+        out = f([x])
+        torch.testing.assert_close(out[0], pointwise([x])[0])
+    info = fn_info("loop")
+    assert info.recordings <= 4
+    assert info.replays >= 14
+
+
+def test_composition_of_separately_wrapped_functions(sim):
+    def g_fn(xs):
+        return [xs[0].cos() * 3]
+
+    f = wrap(pointwise, [torch.ones(4)])
+    g = wrap(g_fn, [torch.ones(4)])
+    for _ in range(5):
+        x = torch.randn(4)
+        trees.new_generation()
+        y = f([x])
+        trees.new_generation()
+        z = g(y)
+        torch.testing.assert_close(z[0], g_fn(pointwise([x]))[0])
+        torch.testing.assert_close(y[0], pointwise([x])[0])
+
+
+def test_pool_input_is_read_in_place_not_copied(sim):
+    def g_fn(xs):
+        return [xs[0] + 1]
+
+    f = wrap(pointwise, [torch.ones(4)])
+    g = wrap(g_fn, [torch.ones(4)])
+    for _ in range(3):
+        g(f([torch.randn(4)]))
+    (node,) = [n for n in _api._runtimes[SIM_INDEX].tree.nodes() if n.function_name == "g_fn"]
+    assert node.copies == [] and len(node.address_checks) == 1
+
+
+def test_sibling_recording_restores_the_parent_checkpoint(sim):
+    def a_fn(xs):
+        return [xs[0] + 1]
+
+    def b_fn(xs):
+        return [xs[0] * torch.ones(64)]
+
+    def b2_fn(xs):
+        return [xs[0] * torch.full((64,), 2.0)]
+
+    a, b, b2 = (wrap(fn, [torch.ones(1)]) for fn in (a_fn, b_fn, b2_fn))
+    x = torch.ones(1)
+    for _ in range(3):
+        b(a([x]))
+    reserved_ab = sim.reserved_bytes()
+    for _ in range(3):
+        b2(a([x]))
+    assert trees.tree_info(SIM_INDEX).checkpoint_restores >= 1
+    assert sim.reserved_bytes() == reserved_ab
+    torch.testing.assert_close(b2(a([x]))[0], torch.full((64,), 4.0))
+
+
+def test_tree_has_children_under_the_shared_parent(sim):
+    def a_fn(xs):
+        return [xs[0] + 1]
+
+    def b_fn(xs):
+        return [xs[0] * 2]
+
+    def c_fn(xs):
+        return [xs[0] * 3]
+
+    a, b, c = (wrap(fn, [torch.ones(2)]) for fn in (a_fn, b_fn, c_fn))
+    for _ in range(3):
+        trees.new_generation()
+        b(a([torch.ones(2)]))
+        trees.new_generation()
+        c(a([torch.ones(2)]))
+    info = trees.tree_info(SIM_INDEX)
+    (root,) = info.roots
+    children = {info.nodes[c].function for c in info.nodes[root].children}
+    assert info.nodes[root].function == "a_fn" and children == {"b_fn", "c_fn"}
+
+
+def test_all_outputs_dead_lets_the_next_call_replay_a_root(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="roots")
+    for _ in range(6):
+        f([torch.randn(4)])  # outputs dropped at once
+    info = fn_info("roots")
+    assert info.recordings == 1 and info.replays == 4
+
+
+def test_mark_step_begin_invalidates_outputs_of_the_previous_step(sim):
+    f = wrap(pointwise, [torch.ones(4)])
+    for _ in range(3):
+        f([torch.randn(4)])
+    old = f([torch.randn(4)])[0]
+    trees.mark_step_begin()
+    f([torch.randn(4)])
+    handle = old.untyped_storage()._cdata
+    assert "pointwise" in sim.invalidated[handle]
+
+
+def test_stale_message_names_the_source_line(sim):
+    f = wrap(pointwise, [torch.ones(4)], stack_traces=["model.py:12 in forward"])
+    for _ in range(3):
+        kept = f([torch.randn(4)])[0]
+    trees.mark_step_begin()
+    f([torch.randn(4)])
+    assert "model.py:12 in forward" in sim.invalidated[kept.untyped_storage()._cdata]
+
+
+def test_forward_outputs_survive_mark_step_begin(sim):
+    f = wrap(pointwise, [torch.ones(4)], mode="forward")
+    for _ in range(3):
+        saved = f([torch.ones(4)])[0]
+    trees.mark_step_begin()
+    f([torch.ones(4)])
+    torch.testing.assert_close(saved, pointwise([torch.ones(4)])[0])
+
+
+def test_static_input_is_not_copied_and_its_address_is_checked(sim):
+    w = torch.randn(4)
+
+    def affine(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(affine, [w, torch.ones(4)], static=(0,), name="affine")
+    for _ in range(3):
+        f([w, torch.randn(4)])
+    w2 = torch.randn(4)
+    out = f([w2, torch.ones(4)])
+    torch.testing.assert_close(out[0], w2)
+    assert fn_info("affine").recordings == 2
+
+
+def test_static_input_moving_too_often_runs_eagerly_with_a_reason(sim):
+    def affine(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(
+        affine, [torch.ones(4), torch.ones(4)], static=(0,), name="moving", max_static_rerecords=2
+    )
+    for _ in range(8):
+        w = torch.randn(4)
+        torch.testing.assert_close(f([w, torch.ones(4)])[0], w)
+    info = fn_info("moving")
+    assert info.eager_reason is not None and "static inputs changed address" in info.eager_reason
+
+
+def test_mutated_non_static_input_runs_eagerly_and_warns_once(sim):
+    def add_in_place(xs):
+        xs[0].add_(1)
+        return [xs[0] * 2]
+
+    f = wrap(add_in_place, [torch.ones(2)], mutated_input_idxs=(0,), name="mut")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = torch.zeros(2)
+            out = f([x])
+            torch.testing.assert_close(x, torch.ones(2))
+            torch.testing.assert_close(out[0], torch.full((2,), 2.0))
+    assert len([w for w in caught if "mutates input 0" in str(w.message)]) == 1
+    assert "input 0 is mutated" in next(iter(fn_info("mut").fallbacks))
+
+
+def test_mutated_static_input_is_graphed(sim):
+    buf = torch.zeros(2)
+
+    def bump(xs):
+        xs[0].add_(1)
+        return [xs[0] + xs[1]]
+
+    f = wrap(bump, [buf, torch.ones(2)], static=(0,), mutated_input_idxs=(0,), name="bump")
+    for _ in range(4):
+        f([buf, torch.zeros(2)])
+    info = fn_info("bump")
+    assert info.recordings == 1 and info.replays == 2 and not info.fallbacks
+
+
+def test_each_input_shape_gets_its_own_recording(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="shapes")
+    for n in (2, 3, 2, 3, 2, 3):
+        for _ in range(1):
+            x = torch.randn(n)
+            torch.testing.assert_close(f([x])[0], pointwise([x])[0])
+    info = fn_info("shapes")
+    assert info.warmups == 2 and info.recordings == 2 and info.replays == 2
+
+
+def test_int_inputs_are_part_of_the_key(sim):
+    def scale(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(scale, [torch.ones(2), 1], name="ints")
+    for k in (2, 2, 2, 3, 3, 3):
+        torch.testing.assert_close(f([torch.ones(2), k])[0], torch.full((2,), float(k)))
+    assert fn_info("ints").recordings == 2
+
+
+def test_recordings_per_function_are_capped_least_recently_used_first(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="capped", max_recordings=2)
+    for n in (1, 1, 2, 2, 3, 3, 1, 1):
+        x = torch.randn(n)
+        torch.testing.assert_close(f([x])[0], pointwise([x])[0])
+    info = fn_info("capped")
+    assert info.live_recordings == 2 and info.evictions >= 1
+
+
+def test_sparse_input_runs_eagerly_with_a_reason(sim):
+    def densify(xs):
+        return [xs[0].to_dense() * 2]
+
+    f = wrap(densify, [torch.ones(4)], name="sparse")
+    x = torch.randn(4).to_sparse()
+    for _ in range(3):
+        torch.testing.assert_close(f([x])[0], x.to_dense() * 2)
+    (reason,) = fn_info("sparse").fallbacks
+    assert "sparse" in reason
+
+
+def test_expanded_input_is_copied_by_its_span(sim):
+    def total(xs):
+        return [xs[0] * 1.0]
+
+    f = wrap(total, [torch.ones(4, 3)])
+    for _ in range(3):
+        base = torch.randn(3)
+        x = base.expand(4, 3)
+        torch.testing.assert_close(f([x])[0], x * 1.0)
+
+
+def test_random_numbers_are_fresh_on_each_replay(sim):
+    def noisy(xs):
+        return [xs[0] + torch.rand(8)]
+
+    f = wrap(noisy, [torch.zeros(8)])
+    outs = [f([torch.zeros(8)])[0].clone() for _ in range(4)]
+    assert not torch.equal(outs[2], outs[3])
+
+
+def test_uncapturable_function_runs_eagerly_with_a_reason(sim, monkeypatch):
+    def boom(*_a, **_k):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    f = wrap(pointwise, [torch.ones(4)], name="nocap")
+    f([torch.ones(4)])
+    monkeypatch.setattr(sim, "capture", boom)
+    x = torch.randn(4)
+    torch.testing.assert_close(f([x])[0], pointwise([x])[0])
+    assert "capture failed" in fn_info("nocap").eager_reason
+
+
+def test_reset_frees_every_block_of_the_pool(sim):
+    f = wrap(pointwise, [torch.ones(4)])
+    kept = [f([torch.randn(4)])[0] for _ in range(4)]
+    assert sim.live_blocks()
+    trees.reset()
+    assert _api._runtimes[SIM_INDEX].blocks_left_at_reset == 0
+    assert len(kept) == 4
+
+
+def test_no_block_leaks_across_checkpoint_restores(sim):
+    def a_fn(xs):
+        return [xs[0] + 1, xs[0] * 2]
+
+    def b_fn(xs):
+        return [xs[0] - 1]
+
+    a, b = wrap(a_fn, [torch.ones(2)]), wrap(b_fn, [torch.ones(2)])
+    for _ in range(4):
+        y = a([torch.ones(2)])
+        b([y[0]])
+        b([y[1]])
+    runtime = _api._runtimes[SIM_INDEX]
+    sync_allocator(sim, runtime.pool, runtime.live)
+    assert sim.live_blocks() == {e.ptr for e in runtime.live}
+    assert sim.unowned_blocks() == set()
+
+
+def test_render_text_and_dot_show_every_node(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="shown")
+    for _ in range(3):
+        f([torch.randn(4)])
+    text, dot = trees.render(SIM_INDEX), trees.render(SIM_INDEX, fmt="dot")
+    assert "shown" in text and "<- current" in text
+    assert dot.startswith("digraph") and "n1" in dot
+
+
+def test_render_rejects_an_unknown_format(sim):
+    with pytest.raises(trees.CudaGraphTreeError):
+        trees.render(SIM_INDEX, fmt="svg")
+
+
+def test_unknown_mode_is_rejected(sim):
+    with pytest.raises(trees.CudaGraphTreeError, match="mode"):
+        wrap(pointwise, [torch.ones(4)], mode="training")
+
+
+def test_out_of_range_static_index_is_rejected(sim):
+    with pytest.raises(trees.CudaGraphTreeError, match="out of range"):
+        wrap(pointwise, [torch.ones(4)], static=(3,))
