@@ -93,6 +93,34 @@ def test_output_aliasing_a_static_input_views_the_parameter(sim):
     assert outs[0].data_ptr() == w[1:].data_ptr()
 
 
+def test_output_that_is_an_input_object_comes_back_as_the_callers_object(sim):
+    w = torch.randn(3)
+
+    def pass_through(xs):  # Inductor returns the parameters it saves for a backward like this
+        return [xs[0], xs[1], xs[0] * xs[1]]
+
+    f = wrap(pass_through, [w, torch.ones(3)], static=(0,))
+    for _ in range(3):
+        x = torch.randn(3)
+        outs = f([w, x])
+        assert outs[0] is w and outs[1] is x
+        torch.testing.assert_close(outs[2], w * x)
+
+
+def test_plain_values_come_back_from_a_replay(sim):
+    def mixed(xs):  # a backward returns None for inputs that need no gradient
+        return [xs[0] * 2, None, 7]
+
+    f = wrap(mixed, [torch.ones(3)])
+    for _ in range(3):
+        x = torch.randn(3)
+        outs = f([x])
+        torch.testing.assert_close(outs[0], x * 2)
+        assert outs[1] is None and outs[2] == 7
+        del outs  # dead outputs let the next call replay
+    assert fn_info("mixed").replays == 1
+
+
 def test_model_that_empties_its_argument_list_like_inductor(sim):
     def boxed(args):
         x = args[0]
@@ -316,6 +344,29 @@ def test_int_inputs_are_part_of_the_key(sim):
     assert fn_info("ints").recordings == 2
 
 
+def test_layout_guarded_function_is_keyed_on_its_non_tensor_inputs_alone(sim):
+    def scale(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(scale, [torch.ones(2), 1], name="guarded", layout_guarded=True)
+    for k in (2, 2, 2, 3, 3, 3, 2):
+        x = torch.randn(2)
+        torch.testing.assert_close(f([x, k])[0], x * k)
+    info = fn_info("guarded")
+    assert (info.warmups, info.recordings, info.replays) == (2, 2, 3)
+
+
+def test_layout_guarded_recordings_still_report_their_input_shapes(sim):
+    def scale(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(scale, [torch.ones(2, 3), 1], layout_guarded=True)
+    for _ in range(3):
+        f([torch.randn(2, 3), 4])
+    (node,) = trees.tree_info(SIM_INDEX).nodes.values()
+    assert node.input_shapes == ((2, 3), None)
+
+
 def test_recordings_per_function_are_capped_least_recently_used_first(sim):
     f = wrap(pointwise, [torch.ones(4)], name="capped", max_recordings=2)
     for n in (1, 1, 2, 2, 3, 3, 1, 1):
@@ -418,3 +469,19 @@ def test_unknown_mode_is_rejected(sim):
 def test_out_of_range_static_index_is_rejected(sim):
     with pytest.raises(trees.CudaGraphTreeError, match="out of range"):
         wrap(pointwise, [torch.ones(4)], static=(3,))
+
+
+def test_replay_rule_ignores_dead_storages_without_a_prune():
+    from sapwood_cudagraph_trees._liveness import LiveStorages
+
+    live = LiveStorages()
+    kept, gone = torch.ones(4), torch.ones(4)
+    entries = [live.add(t.untyped_storage(), "f", i, None) for i, t in enumerate((kept, gone))]
+    held = {kept.untyped_storage().data_ptr(): kept.untyped_storage().nbytes()}
+    assert not live.fits(held)  # ``gone`` is alive and outside ``held``
+    del gone
+    assert live.fits(held)
+    assert len(live) == 2  # the dead entry stays registered until the next prune
+    live.prune()
+    assert len(live) == 1
+    live.remove(entries[0])

@@ -109,6 +109,9 @@ def _inner_compile_on_trees(
         stack_traces=_output_stack_traces(gm),
         mutated_input_idxs=tuple(getattr(compiled, "mutated_input_idxs", ()) or ()),
         name=gm.__class__.__name__,
+        # Inductor's code is specialised to the example layouts (its callers' guards and AOT
+        # autograd's tangent coercion keep them), so the trees key calls on non-tensor inputs
+        layout_guarded=True,
     )
     return compiled
 
@@ -120,6 +123,7 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
     def inductor_reduce_overhead(
         gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     ) -> Callable[..., Any]:
+        from torch._functorch import config as functorch_config
         from torch._inductor.compile_fx import compile_fx
 
         inner = functools.partial(
@@ -127,7 +131,12 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
             top_level_inputs=len(example_inputs),
             top_level_static=_static_top_level_inputs(gm, example_inputs),
         )
-        compiled = compile_fx(gm, list(example_inputs), inner_compile=inner, config_patches=patches)
+        # AOT autograd's cache hands back compiled graphs without calling ``inner_compile``:
+        # a hit would skip the trees and run Inductor's code with no CUDA graph at all
+        with functorch_config.patch(enable_autograd_cache=False):
+            compiled = compile_fx(
+                gm, list(example_inputs), inner_compile=inner, config_patches=patches
+            )
         return cast(Callable[..., Any], compiled)
 
     return inductor_reduce_overhead

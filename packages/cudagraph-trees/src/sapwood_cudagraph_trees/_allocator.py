@@ -224,6 +224,12 @@ class CudaDeviceLayer:
         size: Sequence[int],
         stride: Sequence[int],
     ) -> torch.Tensor:
+        build = self._build_tensor
+        if build is not None:  # one C++ call, where an empty tensor and set_ take two
+            return build(  # type: ignore[no-any-return]
+                {"size": size, "stride": stride, "storage_offset": offset, "dtype": dtype},
+                storage,
+            )
         return torch.empty((0,), dtype=dtype, device=self.device).set_(
             storage, offset, size, stride
         )

@@ -78,6 +78,7 @@ def cudagraphify(
     name: str | None = None,
     max_recordings: int = 8,
     max_static_rerecords: int = 4,
+    layout_guarded: bool = False,
 ) -> Callable[[list[Any]], list[Any]]:
     """Wrap a boxed callable (``model(list) -> list``) so it runs through the device's tree.
 
@@ -88,6 +89,12 @@ def cudagraphify(
     are. ``max_recordings`` caps the graphs kept for this function (least recently used first
     out); a static input that moves more than ``max_static_rerecords`` times makes the function
     run eagerly.
+
+    ``layout_guarded=True`` is a compiler's promise: whenever the non-tensor inputs have the same
+    values, every tensor input has the same dtype, shape, strides and device (Inductor's
+    compiled graphs, whose callers' guards and generated code fix them). Calls are then keyed
+    on the non-tensor inputs alone instead of reading every tensor's metadata on each call.
+    Without the promise, each call is keyed on all of it.
     """
     if mode not in MODES:
         raise CudaGraphTreeError(f"mode must be one of {MODES}, got {mode!r}")
@@ -109,6 +116,11 @@ def cudagraphify(
         label,
         max_recordings,
         max_static_rerecords,
+        value_positions=(
+            [i for i, x in enumerate(example_inputs) if not isinstance(x, torch.Tensor)]
+            if layout_guarded
+            else None
+        ),
     )
     return fn
 
@@ -192,7 +204,8 @@ def tree_info(device_index: int) -> TreeInfo:
             parent=node.parent.id if node.parent is not None else None,
             children=tuple(c.id for c in node.children),
             input_shapes=tuple(
-                tuple(part[1]) if isinstance(part[0], torch.dtype) else None for part in node.key
+                tuple(part[1]) if isinstance(part[0], torch.dtype) else None
+                for part in node.signature
             ),
             recorded_bytes=node.recorded_bytes,
             pool_growth_bytes=node.pool_growth_bytes,

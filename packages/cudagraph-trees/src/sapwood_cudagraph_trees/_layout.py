@@ -8,10 +8,12 @@ Invariants:
   graph; the copy covers the whole memory span the input's strides reach, so expanded (stride 0)
   and other overlapping inputs copy correctly.
 * Outputs are rebuilt as new tensor objects on every replay. Each output is one of: a plain value;
-  a view of a caller input (rebuilt over that input's storage, so output/input aliasing matches
-  eager); a declared constant (returned as the same object); or a view of a storage the graph
-  allocated. Outputs that shared a storage at capture share one rebuilt storage, so aliasing
-  between outputs is reproduced exactly.
+  a caller input itself (the model returned its argument object, as Inductor does with the
+  parameters it saves for a backward: the caller's object comes back, as in eager); a view of a
+  caller input (rebuilt over that input's storage, so output/input aliasing matches eager); a
+  declared constant (returned as the same object); or a view of a storage the graph allocated.
+  Outputs that shared a storage at capture share one rebuilt storage, so aliasing between
+  outputs is reproduced exactly.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def copy_inputs(copies: Sequence[InputCopy], inputs: Sequence[Any]) -> None:
     torch._foreach_copy_([c.target for c in copies], [c.source(inputs[c.index]) for c in copies])
 
 
-_OWNED, _ALIAS, _CONST, _PLAIN = 0, 1, 2, 3
+_OWNED, _ALIAS, _CONST, _PLAIN, _INPUT = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -90,9 +92,11 @@ class OutputLayout:
         pool_ranges: Sequence[tuple[int, int]],
     ) -> OutputLayout:
         input_of: dict[int, tuple[int, torch.Tensor]] = {}
+        index_of: dict[int, int] = {}  # id of an input object -> its first index
         for i, x in enumerate(recording_inputs):
             if isinstance(x, torch.Tensor):
                 input_of.setdefault(x.untyped_storage().data_ptr(), (i, x))
+                index_of.setdefault(id(x), i)
         constant_ptrs = {c.untyped_storage().data_ptr() for c in constants}
         group_of: dict[int, int] = {}
         storages: list[tuple[int, int]] = []
@@ -105,7 +109,10 @@ class OutputLayout:
             storage = out.untyped_storage()
             ptr = storage.data_ptr()
             meta = (out.dtype, tuple(out.shape), tuple(out.stride()))
-            if ptr in input_of:
+            same = index_of.get(id(out))
+            if same is not None:
+                specs.append((_INPUT, same))
+            elif ptr in input_of:
                 i, x = input_of[ptr]
                 rel = out.storage_offset() * out.itemsize - x.storage_offset() * x.itemsize
                 specs.append((_ALIAS, i, rel, out.itemsize, *meta))
@@ -130,13 +137,18 @@ class OutputLayout:
         inputs: Sequence[Any],
         layer: DeviceLayer,
         owned: Sequence[Sequence[torch.Tensor]],
+        detach: bool = False,
     ) -> list[Any]:
-        """Outputs of one run; ``owned[g][k]`` gives the ``k``-th view of storage ``g``."""
+        """Outputs of one run; ``owned[g][k]`` gives the ``k``-th view of storage ``g`` (handed
+        out as a new tensor object, ``owned[g][k].detach()``, when ``detach``)."""
         result: list[Any] = []
         for spec in self.specs:
             kind = spec[0]
             if kind == _OWNED:
-                result.append(owned[spec[1]][spec[2]])
+                t = owned[spec[1]][spec[2]]
+                result.append(t.detach() if detach else t)
+            elif kind == _INPUT:
+                result.append(inputs[spec[1]])
             elif kind == _ALIAS:
                 _, i, rel, item, dtype, size, stride = spec
                 x = inputs[i]
@@ -164,6 +176,25 @@ class OutputLayout:
             if spec[0] == _OWNED:
                 owned[spec[1]].append(out)
         return owned
+
+    def direct_plan(self) -> tuple[list[tuple[int, int]], list[Any]] | None:
+        """The replay's recipe when no output views a caller input (None otherwise, and
+        :meth:`outputs` does the work): per output ``(g, k)`` for the ``k``-th view of storage
+        ``g``, ``(-1, i)`` for input object ``i``, ``(-2, j)`` for ``values[j]`` (a plain
+        value or a constant), and the list ``values``."""
+        plan: list[tuple[int, int]] = []
+        values: list[Any] = []
+        for spec in self.specs:
+            if spec[0] == _OWNED:
+                plan.append((spec[1], spec[2]))
+            elif spec[0] == _INPUT:
+                plan.append((-1, spec[1]))
+            elif spec[0] in (_CONST, _PLAIN):
+                plan.append((-2, len(values)))
+                values.append(spec[1])
+            else:
+                return None
+        return plan, values
 
     @property
     def output_bytes(self) -> int:

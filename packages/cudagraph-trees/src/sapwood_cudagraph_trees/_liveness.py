@@ -15,6 +15,9 @@ Invariants:
 * :meth:`LiveStorages.fits` is the replay rule: a graph may run only when every live storage lies
   inside a block that was already allocated when the graph was captured (``held``), since a
   replay writes only into memory that was free at capture.
+* Entries may outlive their storage until the next :meth:`LiveStorages.prune` (recordings,
+  checkpoint restores and new steps prune first); every reader that must not count them --
+  ``fits``, ``contains`` -- checks life itself.
 """
 
 from __future__ import annotations
@@ -138,10 +141,15 @@ class LiveStorages:
             _free_weak_ref(entry.handle)
 
     def fits(self, held: dict[int, int]) -> bool:
-        """Whether every live storage lies inside a block of ``held`` (pointer to bytes)."""
+        """Whether every live storage lies inside a block of ``held`` (pointer to bytes).
+
+        Needs no :meth:`prune` first: an entry outside ``held`` is checked for life here, and a
+        dead one does not count. Dead entries are left registered (nothing reads their memory),
+        so a node's own entries, dead since its last replay, need no registering again.
+        """
         get = held.get
-        for ptr, entry in self._by_ptr.items():  # noqa: SIM110 -- a loop is faster on this path
-            if get(ptr, -1) < entry.nbytes:
+        for ptr, entry in self._by_ptr.items():
+            if get(ptr, -1) < entry.nbytes and _use_count(entry.handle) > entry.baseline:
                 return False
         return True
 

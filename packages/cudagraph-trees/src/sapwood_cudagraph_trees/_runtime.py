@@ -17,6 +17,8 @@ Invariants:
   has not run yet) lose their memory, and reading them raises an error naming the function.
 * Recordings per function are capped; the least recently used node is evicted first, so the
   number of graphs and the pool's memory stay bounded.
+* A call's key is its inputs' metadata and non-tensor values; for a layout-guarded function
+  (the caller fixes tensor layouts per non-tensor values) it is the non-tensor values alone.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ def _input_key(inputs: Sequence[Any]) -> tuple[Any, ...]:
             for x in inputs
         ]
     )
+
+
+def _value_key(inputs: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...]:
+    """The key of a layout-guarded function: its non-tensor inputs alone."""
+    return tuple([(type(inputs[i]), inputs[i]) for i in positions])
 
 
 def stale_message(entry: LiveStorage, why: str, mode: str) -> str:
@@ -150,16 +157,21 @@ class DeviceRuntime:
         for entry in entries:
             if by_ptr.get(entry.ptr) is not entry:  # type: ignore[union-attr]
                 self.live.put(entry)  # type: ignore[arg-type]
-        if node.all_owned:
+        direct = node.direct_plan
+        if direct is not None:
+            plan, values = direct
             outputs = [
                 entries[g].templates[k].detach()  # type: ignore[union-attr,index]
-                for _, g, k in node.layout.specs
+                if g >= 0
+                else (inputs[k] if g == -1 else values[k])
+                for g, k in plan
             ]
         else:
             outputs = node.layout.outputs(
                 inputs,
                 self.layer,
-                [[t.detach() for t in e.templates] for e in entries],  # type: ignore[union-attr]
+                [e.templates for e in entries],  # type: ignore[union-attr,misc]
+                detach=True,
             )
         self.tree.current = node
         pool = self.pool
@@ -167,7 +179,6 @@ class DeviceRuntime:
         pool.checkpoint = node.checkpoint
         node.replays += 1
         fn.replays += 1
-        fn.touch(node)
         return outputs
 
     def _refresh_entries(self, fn: TreeFunction, node: TreeNode) -> None:
@@ -279,6 +290,7 @@ class DeviceRuntime:
             function_id=fn.id,
             mode=fn.mode,
             key=key,
+            signature=key if not fn.layout_guarded else _input_key(inputs),
             graph=graph,
             held=held,
             checkpoint=checkpoint,
@@ -298,7 +310,7 @@ class DeviceRuntime:
             for i in layout.group_output_indices()
         ]
         node.entries = [None] * len(layout.storages)
-        node.all_owned = all(spec[0] == 0 for spec in layout.specs)
+        node.direct_plan = layout.direct_plan()
         for (ptr, _), (index, trace) in zip(layout.storages, node.output_tags):
             storage = next(
                 o.untyped_storage()
@@ -343,6 +355,7 @@ class TreeFunction:
         name: str,
         max_recordings: int,
         max_static_rerecords: int,
+        value_positions: Sequence[int] | None = None,
     ) -> None:
         TreeFunction._next_id += 1
         self.id = TreeFunction._next_id
@@ -356,6 +369,10 @@ class TreeFunction:
         self.name = name
         self.max_recordings = max_recordings
         self.max_static_rerecords = max_static_rerecords
+        # layout-guarded: the caller fixes every tensor input's metadata given the values at
+        # these positions (its non-tensor inputs), so calls are keyed on those values alone
+        self.layout_guarded = value_positions is not None
+        self._value_positions = tuple(value_positions or ())
         self.eager_reason: str | None = None
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self.warmups = self.recordings = self.replays = self.evictions = 0
@@ -371,10 +388,11 @@ class TreeFunction:
         runtime._modes[name] = mode
 
     # ------------------------------------------------------------------ bookkeeping
-    def touch(self, node: TreeNode) -> None:
+    def touch(self, node: TreeNode, nodes: list[TreeNode]) -> None:
+        """``node`` just replayed: most recently used, and first tried among ``nodes``, the
+        recordings of its key (passed in: hashing a key of many inputs is not free)."""
         self._lru.move_to_end(node.id)
-        nodes = self._by_key[node.key]
-        if len(nodes) > 1 and nodes[0] is not node:
+        if nodes[0] is not node:
             nodes.remove(node)
             nodes.insert(0, node)
 
@@ -446,23 +464,26 @@ class TreeFunction:
         if self.eager_reason is not None:
             return self.run_eagerly(inputs, self.eager_reason)
         try:
-            key = _input_key(inputs)
+            if self.layout_guarded:
+                key = _value_key(inputs, self._value_positions)
+            else:
+                key = _input_key(inputs)
             if key == self._last_key:  # cheaper than hashing the key again
                 nodes = self._last_nodes
             else:
                 nodes = self._by_key.get(key)
                 self._last_key, self._last_nodes = key, nodes
-        except (RuntimeError, TypeError) as exc:
+        except (RuntimeError, TypeError, IndexError) as exc:
             return self.run_eagerly(inputs, f"inputs cannot be keyed: {exc}")
-        live = runtime.live
-        if live._by_ptr:
-            live.prune()
+        live = runtime.live  # no prune here: the replay rule checks life itself
         static_moved = False
         if nodes is not None:  # only graphable keys have nodes
             for node in nodes:
                 why = node.mismatch(inputs, live)
                 if why is None:
-                    return runtime.replay(self, node, inputs)
+                    outputs = runtime.replay(self, node, inputs)
+                    self.touch(node, nodes)
+                    return outputs
                 static_moved = static_moved or why == "static"
         else:
             status = self._key_status.get(key, _UNSEEN)

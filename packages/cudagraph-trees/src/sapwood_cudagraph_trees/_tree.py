@@ -24,9 +24,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ._device import PoolCheckpoint
 from ._layout import InputCopy, OutputLayout
 from ._liveness import LiveStorage, LiveStorages
+
+# data pointers of many inputs compared in one C++ call (CUDA builds of torch); None elsewhere,
+# where the Python loop in ``TreeNode.mismatch`` does the same check
+_ptrs_equal: Any = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 
 @dataclass(eq=False)
@@ -35,7 +41,8 @@ class TreeNode:
     function_name: str
     function_id: int
     mode: str
-    key: tuple[Any, ...]
+    key: tuple[Any, ...]  # what calls are looked up by (see TreeFunction)
+    signature: tuple[Any, ...]  # per input: (dtype, shape, stride, device), or (type, value)
     graph: Any
     replay: Callable[[], None]
     held: dict[int, int]
@@ -51,14 +58,27 @@ class TreeNode:
     output_tags: list[tuple[int, str | None]] = field(default_factory=list)
     # per graph-owned storage: the persistent entry whose templates replays detach from
     entries: list[LiveStorage | None] = field(default_factory=list)
-    all_owned: bool = False  # every output views a storage the graph allocated
+    # how a replay builds its outputs when none views a caller input (OutputLayout.direct_plan)
+    direct_plan: tuple[list[tuple[int, int]], list[Any]] | None = None
     pool_growth_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        # the address checks as the C++ helper takes them: indices, and pointers by input index
+        self._check_indices = [index for index, _ in self.address_checks]
+        self._check_ptrs: list[int | None] = [None] * (max(self._check_indices, default=-1) + 1)
+        for index, ptr in self.address_checks:
+            self._check_ptrs[index] = ptr
 
     def mismatch(self, inputs: Sequence[Any], live: LiveStorages) -> str | None:
         """Why this node cannot replay these inputs now (None when it can)."""
-        for index, ptr in self.address_checks:
-            if inputs[index].data_ptr() != ptr:
-                return "static" if index in self.static_indices else "pool"
+        if self._check_indices and (
+            _ptrs_equal is None
+            or type(inputs) is not list
+            or not _ptrs_equal(inputs, self._check_ptrs, self._check_indices)
+        ):
+            for index, ptr in self.address_checks:
+                if inputs[index].data_ptr() != ptr:
+                    return "static" if index in self.static_indices else "pool"
         if live._by_ptr and not live.fits(self.held):
             return "live"
         return None
