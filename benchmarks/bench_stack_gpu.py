@@ -16,61 +16,19 @@ with its error and does not stop the others.
 from __future__ import annotations
 
 import copy
-import math
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "integration-tests"))
 
 from _timing import fmt_time, once_seconds, per_call_seconds, print_table, ratio, write_json
+from zoo import GPT
 
 GPU = True
 NAME = "stack_gpu"
-
-
-def _gpt(torch: Any, layers: int = 4, dim: int = 256, heads: int = 4, vocab: int = 512) -> Any:
-    nn = torch.nn
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ln1 = nn.LayerNorm(dim)
-            self.qkv = nn.Linear(dim, 3 * dim)
-            self.proj = nn.Linear(dim, dim)
-            self.ln2 = nn.LayerNorm(dim)
-            self.fc = nn.Linear(dim, 4 * dim)
-            self.out = nn.Linear(4 * dim, dim)
-
-        def forward(self, x: Any) -> Any:
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q = q.view(b, t, heads, d // heads).transpose(1, 2)
-            k = k.view(b, t, heads, d // heads).transpose(1, 2)
-            v = v.view(b, t, heads, d // heads).transpose(1, 2)
-            att = (q @ k.transpose(-2, -1)) / math.sqrt(d // heads)
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embed = nn.Embedding(vocab, dim)
-            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
-            self.ln = nn.LayerNorm(dim)
-            self.head = nn.Linear(dim, vocab)
-
-        def forward(self, tokens: Any) -> Any:
-            x = self.embed(tokens)
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.ln(x))
-
-    return GPT()
 
 
 def _tiny(x: Any) -> Any:
@@ -131,7 +89,7 @@ def main(out: Path) -> dict[str, Any]:
     errors: dict[str, str] = {}
     x_tiny = torch.randn(1, 1024, device="cuda")
     torch.manual_seed(0)
-    base_model = _gpt(torch).cuda()
+    base_model = GPT(vocab=512, dim=256, heads=4, layers=4).cuda()
     tokens = torch.randint(0, 512, (1, 32), device="cuda")
 
     results["tiny"]["raw CUDA graph + copy"] = {"per_call": _raw_graph_tiny(torch, x_tiny)}
@@ -174,6 +132,19 @@ def main(out: Path) -> dict[str, Any]:
                 step()
             per_call = per_call_seconds(step, calls=50, sync=sync)
             results["gpt_train_step"][column] = {"per_call": per_call, "first_call": first}
+            if "sapwood" in column:
+                import sapwood_cudagraph_trees
+
+                info = sapwood_cudagraph_trees.tree_info(0)
+                print(
+                    f"[{column}] tree after training:",
+                    [
+                        (f.name, f.mode, f.recordings, f.replays, f.eager_reason, f.fallbacks)
+                        for f in info.functions
+                    ],
+                    "checkpoint restores",
+                    info.checkpoint_restores,
+                )
         except Exception as error:
             errors[column] = f"{type(error).__name__}: {error}"
             traceback.print_exc()

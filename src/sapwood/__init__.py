@@ -1,8 +1,38 @@
 """sapwood: one import for the whole stack.
 
-The public surface grows as the packages land; see the documentation's overview.
+``sapwood.compile`` has torch.compile's signature and defaults (``backend="inductor"``)::
+
+    import sapwood
+
+    compiled = sapwood.compile(model)                           # Inductor
+    compiled = sapwood.compile(model, mode="reduce-overhead")   # + CUDA graph trees
+    compiled = sapwood.compile(model, backend="eager")          # capture only
+
+The packages underneath can be used on their own: ``sapwood_graph`` (graph building),
+``sapwood_tracer`` (bytecode capture), ``sapwood_cudagraph_trees`` (the tree runtime) and
+``sapwood_backend`` (backends and modes).
 """
+
+from __future__ import annotations
+
+import sapwood_cudagraph_trees as _trees
+import sapwood_tracer as _tracer
+from sapwood_backend import compile, list_backends, register_backend
+from sapwood_cudagraph_trees import mark_step_begin
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "compile",
+    "list_backends",
+    "mark_step_begin",
+    "register_backend",
+    "reset",
+]
+
+
+def reset() -> None:
+    """Forget every compiled entry and free every CUDA graph and its memory pool."""
+    _tracer.reset()
+    _trees.reset()

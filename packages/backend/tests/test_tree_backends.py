@@ -69,8 +69,9 @@ def test_inference_through_the_trees_matches_eager(how: str, model_name: str) ->
         for _ in range(4):  # warm-up, record, then replays
             expected = model(example)
             torch.testing.assert_close(compiled(example), expected, rtol=1e-3, atol=1e-3)
-    info = sapwood_cudagraph_trees.tree_info(0)
-    assert info.recordings >= 1, sapwood_cudagraph_trees.render(0)
+    functions = sapwood_cudagraph_trees.tree_info(0).functions
+    assert sum(f.recordings for f in functions) >= 1, sapwood_cudagraph_trees.render(0)
+    assert sum(f.replays for f in functions) >= 1, sapwood_cudagraph_trees.render(0)
 
 
 @pytest.mark.gpu
@@ -124,3 +125,23 @@ def test_inference_and_training_models_mixed_in_one_process() -> None:
         opt_ref.step()
         opt_ref.zero_grad()
         torch.testing.assert_close(loss, loss_ref, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_warm_compile_cache_still_replays_through_the_trees() -> None:
+    """A second compile of the same graph may come from torch's caches; it must still record."""
+    import sapwood_cudagraph_trees
+
+    model, example = _on_cuda("mlp")
+    model.eval()
+    backend = sapwood_backend.resolve_backend("inductor", mode="reduce-overhead")
+    for _ in range(2):
+        torch._dynamo.reset()
+        sapwood_cudagraph_trees.reset()
+        compiled = torch.compile(model, backend=backend)
+        with torch.no_grad():
+            for _ in range(3):
+                torch.testing.assert_close(compiled(example), model(example), rtol=1e-3, atol=1e-3)
+        functions = sapwood_cudagraph_trees.tree_info(0).functions
+        assert sum(f.recordings for f in functions) >= 1
+        assert sum(f.replays for f in functions) >= 1

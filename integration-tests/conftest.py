@@ -1,0 +1,8 @@
+"""Makes the shared model zoo (``zoo.py`` beside this file) importable from every test here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,195 @@
+"""Handwritten models shared by the integration tests and the benchmarks.
+
+* :class:`MLP` — linear layers with GELU;
+* :class:`CNN` — convolutions, batch norm, pooling by mean;
+* :class:`GPT` — a decoder-only transformer: embeddings, pre-norm blocks with causal
+  self-attention written out by hand (views, transposes, masking, softmax) and an MLP.
+
+They use only what ordinary model code uses, so that capturing them whole is a fair test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int = 32, depth: int = 3, classes: int = 4) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = nn.functional.gelu(layer(x))
+        return self.head(x)
+
+
+class CNN(nn.Module):
+    def __init__(self, classes: int = 5) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.norm(self.conv1(x)))
+        x = torch.relu(self.conv2(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.out = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, dim = x.shape
+        head_dim = dim // self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(dim, dim=2)
+        q = q.view(batch, tokens, self.heads, head_dim).transpose(1, 2)
+        k = k.view(batch, tokens, self.heads, head_dim).transpose(1, 2)
+        v = v.view(batch, tokens, self.heads, head_dim).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
+        causal = torch.ones(tokens, tokens, dtype=torch.bool, device=x.device).tril()
+        weights = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        attended = (weights @ v).transpose(1, 2).reshape(batch, tokens, dim)
+        x = x + self.proj(attended)
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab: int = 64, dim: int = 32, heads: int = 4, layers: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def build(name: str, device: str = "cpu") -> tuple[nn.Module, torch.Tensor]:
+    """A seeded model and an example input: ``mlp``, ``cnn`` or ``gpt``."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        model, example = MLP(), torch.randn(6, 32)
+    elif name == "cnn":
+        model, example = CNN(), torch.randn(2, 3, 12, 12)
+    elif name == "gpt":
+        model, example = GPT(), torch.randint(0, 64, (2, 8))
+    else:
+        raise ValueError(f"no model named {name!r}")
+    return model.to(device), example.to(device)
+
+
+NAMES = ("mlp", "cnn", "gpt")
+
+
+# ----------------------------------------------------------------- Hugging Face, tiny configs
+# Built from configs with no weights (nothing is downloaded), dropout off so that training
+# runs can be compared step by step. ``transformers`` is a test dependency; callers skip when
+# it is missing.
+
+HF_NAMES = ("gpt2", "bert", "llama", "t5", "vit", "mistral")
+_TINY = {"vocab_size": 99, "max_position_embeddings": 64}
+_DECODER = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    **_TINY,
+}
+
+
+_NO_GPT2_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+_NO_BERT_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+
+
+def build_hf(name: str, device: str = "cpu") -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """A seeded tiny Hugging Face model and its keyword inputs (with ``labels`` where it has a loss)."""
+    import transformers as t
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 99, (2, 8))
+    if name == "gpt2":
+        config = t.GPT2Config(
+            n_layer=2, n_head=2, n_embd=32, vocab_size=99, n_positions=64, **_NO_GPT2_DROPOUT
+        )
+        model, inputs = t.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids}
+    elif name == "bert":
+        config = t.BertConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            **_TINY,
+            **_NO_BERT_DROPOUT,
+        )
+        mask = torch.ones(2, 8, dtype=torch.long)
+        mask[1, 6:] = 0
+        model, inputs = (
+            t.BertForMaskedLM(config),
+            {"input_ids": ids, "attention_mask": mask, "labels": ids},
+        )
+    elif name == "llama":
+        model, inputs = (
+            t.LlamaForCausalLM(t.LlamaConfig(**_DECODER)),
+            {"input_ids": ids, "labels": ids},
+        )
+    elif name == "mistral":
+        config = t.MistralConfig(sliding_window=4, **_DECODER)
+        model, inputs = t.MistralForCausalLM(config), {"input_ids": ids, "labels": ids}
+    elif name == "t5":
+        config = t.T5Config(
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            vocab_size=99,
+            decoder_start_token_id=0,
+            dropout_rate=0.0,
+        )
+        model, inputs = (
+            t.T5ForConditionalGeneration(config),
+            {"input_ids": ids, "labels": ids[:, :5].contiguous()},
+        )
+    elif name == "vit":
+        config = t.ViTConfig(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=32,
+            patch_size=8,
+            num_labels=3,
+            # set up front: the loss would otherwise write it into the config on first use
+            problem_type="single_label_classification",
+            **_NO_BERT_DROPOUT,
+        )
+        model = t.ViTForImageClassification(config)
+        inputs = {"pixel_values": torch.randn(2, 3, 32, 32), "labels": torch.tensor([0, 2])}
+    else:
+        raise ValueError(f"no Hugging Face model named {name!r}")
+    if name in ("gpt2", "llama", "mistral", "t5"):
+        inputs["use_cache"] = False  # no key/value cache object: a plain training forward
+    return model.to(device), {
+        k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()
+    }

@@ -1,0 +1,149 @@
+"""``sapwood_backend.compile``: torch.compile's signature over sapwood's tracer.
+
+The signature, the decorator form, argument errors raised before tracing, a backend's failure
+reported by name, and the generation signal that tree modes rely on.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import pytest
+import torch
+
+import sapwood_backend
+
+from .models import model_and_input
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> None:
+    import sapwood_tracer
+
+    sapwood_tracer.reset()
+
+
+def test_the_signature_is_torch_compiles() -> None:
+    """Every parameter is torch.compile's, in its order, kind and default.
+
+    torch's ``backend=None`` means Inductor; ours spells that out. Newer torch releases add
+    parameters (``name``, ``recompile_limit``, ...) that sapwood does not take yet.
+    """
+    ours = inspect.signature(sapwood_backend.compile).parameters
+    theirs = inspect.signature(torch.compile).parameters
+    core = ["model", "fullgraph", "dynamic", "backend", "mode", "options", "disable"]
+    assert list(ours) == core
+    assert [name for name in theirs if name in ours] == core
+    for name in core:
+        assert ours[name].kind == theirs[name].kind, name
+        expected = "inductor" if name == "backend" else theirs[name].default
+        assert ours[name].default == expected, name
+
+
+def test_a_module_compiles_with_each_cpu_backend() -> None:
+    """One smoke check per backend; the differential suites over models and training live in
+    ``integration-tests/cpu/test_end_to_end.py``."""
+    import sapwood_tracer
+
+    model, example = model_and_input("mlp")
+    model.eval()
+    for backend in ("eager", "aot_eager", "inductor"):
+        sapwood_tracer.reset()
+        compiled = sapwood_backend.compile(model, backend=backend)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(example), model(example), rtol=1e-4, atol=1e-4)
+
+
+def test_decorator_form() -> None:
+    @sapwood_backend.compile(backend="eager")
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x + 1).relu() * 2
+
+    x = torch.randn(5)
+    torch.testing.assert_close(f(x), (x + 1).relu() * 2)
+
+
+def test_disable_returns_the_model_itself() -> None:
+    model, _ = model_and_input("mlp")
+    assert sapwood_backend.compile(model, disable=True) is model
+
+
+def test_a_backend_that_raises_names_itself_and_chains_the_cause() -> None:
+    import sapwood_graph
+
+    def broken_backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        raise RuntimeError("codegen exploded")
+
+    compiled = sapwood_backend.compile(lambda x: x.sin() + 1, backend=broken_backend)
+    with pytest.raises(sapwood_graph.BackendCompilerFailed, match="broken_backend") as caught:
+        compiled(torch.randn(3))
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert "codegen exploded" in str(caught.value.__cause__)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        ({"backend": "no_such_backend"}, sapwood_backend.UnknownBackendError, "no_such_backend"),
+        ({"mode": "turbo"}, sapwood_backend.InvalidModeError, "unknown mode 'turbo'"),
+        ({"backend": "eager", "mode": "max-autotune"}, sapwood_backend.InvalidModeError, "only"),
+    ],
+)
+def test_bad_arguments_fail_before_anything_is_traced(
+    kwargs: dict, error: type[Exception], pattern: str
+) -> None:
+    model, _ = model_and_input("mlp")
+    with pytest.raises(error, match=pattern):
+        sapwood_backend.compile(model, **kwargs)
+
+
+def test_only_top_level_calls_start_a_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sapwood_cudagraph_trees
+    from sapwood_backend import entry
+
+    generations: list[int] = []
+    monkeypatch.setattr(sapwood_cudagraph_trees, "new_generation", lambda: generations.append(1))
+    inner = entry._signal_generations(lambda x: x + 1)
+
+    def outer_fn(x: torch.Tensor) -> torch.Tensor:
+        return inner(inner(x))
+
+    outer = entry._signal_generations(outer_fn)
+    outer(torch.zeros(1))
+    assert len(generations) == 1
+    inner(torch.zeros(1))
+    assert len(generations) == 2
+
+
+def test_a_failing_call_does_not_leave_the_depth_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sapwood_cudagraph_trees
+    from sapwood_backend import entry
+
+    generations: list[int] = []
+    monkeypatch.setattr(sapwood_cudagraph_trees, "new_generation", lambda: generations.append(1))
+
+    def fails(x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("boom")
+
+    wrapped = entry._signal_generations(fails)
+    with pytest.raises(ValueError):
+        wrapped(torch.zeros(1))
+    with pytest.raises(ValueError):
+        wrapped(torch.zeros(1))
+    assert len(generations) == 2
+
+
+def test_a_compiled_module_signals_once_per_top_level_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sapwood_cudagraph_trees
+    from sapwood_backend import entry
+
+    generations: list[int] = []
+    monkeypatch.setattr(sapwood_cudagraph_trees, "new_generation", lambda: generations.append(1))
+    model, example = model_and_input("mlp")
+    wrapped = entry._signal_generations(copy.deepcopy(model))
+    wrapped(example)
+    wrapped(example)
+    assert len(generations) == 2

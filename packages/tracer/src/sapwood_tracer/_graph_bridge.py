@@ -1,0 +1,110 @@
+"""The tracer's one door into sapwood_graph.
+
+Everything the interpreter records goes through :class:`GraphBridge`: graph inputs (with
+their sources), function/method nodes (fake propagation decides the result's value kind),
+state-switching nodes (grad mode, autocast) and the final compile. Keeping it in one place
+keeps the rest of the interpreter ignorant of FX and of how sapwood_graph spells things.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sapwood_graph import (
+    CompiledGraph,
+    FakePropagationError,
+    GuardKind,
+    OutputGraph,
+    Source,
+)
+
+from .errors import Unsupported
+from .values.base import Value
+from .values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
+
+if TYPE_CHECKING:
+    from ._trace import TraceSession
+
+__all__ = ["GraphBridge"]
+
+
+class GraphBridge:
+    """Records one trace's graph."""
+
+    def __init__(self, name: str) -> None:
+        self.og = OutputGraph(name=name)
+        self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
+        self.input_order: list[Source] = []
+
+    def fake_mode(self) -> Any:
+        return self.og.fake_mode
+
+    # -- inputs --------------------------------------------------------------------------------
+    def tensor_input(self, tx: TraceSession, tensor: torch.Tensor, source: Source) -> TensorValue:
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(
+            tensor, torch.nn.Buffer if hasattr(torch.nn, "Buffer") else ()
+        ):
+            raise Unsupported(f"a tensor subclass input ({type(tensor).__qualname__})")
+        known = self.inputs.get(id(tensor))
+        if known is not None and known[0] is tensor:
+            # One tensor reached through two sources: one graph input, and a guard that the
+            # two sources still hold the same object.
+            value = known[1]
+            assert value.input_source is not None
+            tx.guard(GuardKind.ALIAS_MATCH, source, value.input_source)
+            return value
+        try:
+            proxy = self.og.create_graph_input(source, tensor)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        fake = proxy.node.meta["example_value"]
+        value = TensorValue(proxy, fake, source)
+        value.input_type = type(tensor)
+        self.inputs[id(tensor)] = (tensor, value)
+        self.input_order.append(source)
+        return value
+
+    # -- nodes ----------------------------------------------------------------------------------
+    def call_function(
+        self, tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value:
+        gargs = tuple(to_graph_arg(tx, a) for a in args)
+        gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
+        try:
+            proxy = self.og.root.call_function(fn, gargs, gkwargs)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        name = getattr(fn, "__name__", str(fn))
+        return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name)
+
+    def call_method(
+        self, tx: TraceSession, name: str, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value:
+        gargs = tuple(to_graph_arg(tx, a) for a in args)
+        gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
+        try:
+            proxy = self.og.root.call_method(name, gargs, gkwargs)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], f"Tensor.{name}")
+
+    def getitem_proxy(self, proxy: Any, index: int) -> Any:
+        return self.og.root.call_function(operator.getitem, (proxy, index))
+
+    def record_state_call(self, tx: TraceSession, fn: Any, args: tuple[Any, ...]) -> Any:
+        """Record a node that switches global state; running it on fakes switches it now."""
+        try:
+            return self.og.root.call_function(fn, args)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+
+    # -- compile ---------------------------------------------------------------------------------
+    def compile(self, outputs: list[Any], backend: Any) -> CompiledGraph:
+        return self.og.compile(tuple(outputs), backend)
+
+    @property
+    def guards(self) -> Any:
+        return self.og.guards

@@ -1,0 +1,209 @@
+"""Tracer-side sources, beside sapwood_graph's.
+
+sapwood_graph's sources describe places in user data (locals, globals, attributes, items).
+The tracer also guards on facts that are not places: the length of a container, the keys of a
+dict, a class attribute not being shadowed by an instance attribute, and global torch state.
+These are frozen dataclasses subclassing :class:`sapwood_graph.Source`, like the graph's, so
+they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from sapwood_graph import Source
+
+__all__ = [
+    "ContainsSource",
+    "DistinctIdsSource",
+    "GlobalStateSource",
+    "HasAttrSource",
+    "HeldObjectSource",
+    "KeysSource",
+    "LenSource",
+    "ModuleHooksSource",
+    "WeakRefTargetSource",
+]
+
+
+def _frozen(cls: type) -> type:
+    return dataclasses.dataclass(frozen=True, slots=True, repr=False)(cls)
+
+
+class _Printable(Source):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+@_frozen
+class HeldObjectSource(_Printable):
+    """A specific object the cache entry holds a reference to (a module's globals dict, a class).
+
+    Compared by identity of the held object, so two sources for the same object are equal.
+    """
+
+    obj_id: int
+    label: str
+    held: Any = dataclasses.field(compare=False, hash=False)
+
+    def _render(self) -> str:
+        return f"<{self.label}>"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return self.held
+
+
+@_frozen
+class LenSource(_Printable):
+    """``len(of)``."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"len({self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return len(self.of.resolve(f_locals, f_globals, function))
+
+
+@_frozen
+class KeysSource(_Printable):
+    """``tuple(of.keys())`` for a dict."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"tuple({self.of}.keys())"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return tuple(self.of.resolve(f_locals, f_globals, function).keys())
+
+
+@_frozen
+class DistinctIdsSource(_Printable):
+    """``len({id(s) for s in sources})``: guarded equal to ``len(sources)`` (no aliasing)."""
+
+    sources: tuple[Source, ...]
+
+    def _render(self) -> str:
+        return f"len({{id(x) for x in ({', '.join(map(str, self.sources))})}})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return len({id(s.resolve(f_locals, f_globals, function)) for s in self.sources})
+
+
+@_frozen
+class ContainsSource(_Printable):
+    """``key in of`` (a dict or mapping), guarded ``== False`` to keep a name unshadowed."""
+
+    of: Source
+    key: str
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"({self.key!r} in {self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return self.key in self.of.resolve(f_locals, f_globals, function)
+
+
+@_frozen
+class WeakRefTargetSource(_Printable):
+    """``of()`` for a weak reference: the object it refers to (or None)."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"{self.of}()"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return self.of.resolve(f_locals, f_globals, function)()
+
+
+@_frozen
+class HasAttrSource(_Printable):
+    """``hasattr(of, attr)``: guarded ``False`` where the trace relied on an attribute's absence."""
+
+    of: Source
+    attr: str
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"hasattr({self.of}, {self.attr!r})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return hasattr(self.of.resolve(f_locals, f_globals, function), self.attr)
+
+
+@_frozen
+class ModuleHooksSource(_Printable):
+    """Whether the module at ``of`` has any forward/backward (pre-)hooks: guarded ``False``."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"has_hooks({self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        m = self.of.resolve(f_locals, f_globals, function)
+        return bool(
+            m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+        )
+
+
+_STATE_READERS = {
+    "grad_enabled": torch.is_grad_enabled,
+    "default_dtype": torch.get_default_dtype,
+    "inference_mode": torch.is_inference_mode_enabled,
+    "autocast_cpu": lambda: torch.is_autocast_enabled("cpu"),
+    "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
+    "dispatch_modes": torch._C._len_torch_dispatch_stack,
+    "torch_function_modes": torch._C._is_torch_function_mode_enabled,
+}
+
+
+@_frozen
+class GlobalStateSource(_Printable):
+    """A piece of torch's global state the graph depends on (grad mode, default dtype, ...)."""
+
+    state: str
+
+    def _render(self) -> str:
+        return f"torch_state.{self.state}"
+
+    def reader(self) -> Any:
+        return _STATE_READERS[self.state]
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return _STATE_READERS[self.state]()
+
+
+def global_state_names() -> tuple[str, ...]:
+    return tuple(_STATE_READERS)

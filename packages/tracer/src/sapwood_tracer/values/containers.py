@@ -1,0 +1,578 @@
+"""Python containers: tuples, lists, dicts, sets, slices and named tuples.
+
+Invariants:
+
+* Items are values. A container created during the trace is mutable in place (list.append,
+  dict.__setitem__, ...); those mutations are private to the trace, because the object does
+  not exist outside it until the outputs are rebuilt.
+* A container that came from the inputs (it has a source) is guarded on its type and length
+  (dicts: on their keys, in order); mutating it would be a side effect visible to the caller,
+  which this release refuses with :class:`Unsupported`.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from .base import ConstantValue, Value, attribute_missing
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = [
+    "DictValue",
+    "ListValue",
+    "NamedTupleValue",
+    "SetValue",
+    "SliceValue",
+    "TupleValue",
+]
+
+
+def _index(tx: TraceSession, key: Value) -> Any:
+    if isinstance(key, SliceValue):
+        return key.as_slice()
+    if not key.is_constant():
+        raise Unsupported(f"indexing a Python sequence with {key.describe()}")
+    k = key.as_constant()
+    if not isinstance(k, (int, slice)):
+        if hasattr(k, "__index__"):
+            return k.__index__()
+        raise Unsupported(f"indexing a Python sequence with {type(k).__name__}")
+    return k
+
+
+class _SequenceValue(Value):
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Value], source: Any = None) -> None:
+        super().__init__(source)
+        self.items = items
+
+    def is_constant(self) -> bool:
+        return all(v.is_constant() for v in self.items)
+
+    def unpack(self, tx: TraceSession) -> list[Value]:
+        return list(self.items)
+
+    def truth(self, tx: TraceSession) -> bool:
+        return bool(self.items)
+
+    def length(self, tx: TraceSession) -> int:
+        return len(self.items)
+
+    def _new(self, items: list[Value]) -> Value:
+        raise NotImplementedError
+
+    def getitem(self, tx: TraceSession, key: Value) -> Value:
+        index = _index(tx, key)
+        if isinstance(index, slice):
+            return self._new(self.items[index])
+        try:
+            return self.items[index]
+        except IndexError:
+            raise Unsupported(f"{self.describe()} index {index} out of range") from None
+
+
+class TupleValue(_SequenceValue):
+    """A tuple."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return f"a tuple of {len(self.items)}"
+
+    def python_type(self) -> type:
+        return tuple
+
+    def as_constant(self) -> Any:
+        return tuple(v.as_constant() for v in self.items)
+
+    def _new(self, items: list[Value]) -> Value:
+        return TupleValue(items)
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from .functions import BoundBuiltinMethod
+
+        if name in ("count", "index"):
+            return BoundBuiltinMethod(self, name)
+        raise attribute_missing(self.describe(), name)
+
+    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+        if name == "count":
+            return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
+        for i, v in enumerate(self.items):
+            if tx.equal(v, args[0]):
+                return ConstantValue(i)
+        raise Unsupported("tuple.index of a missing item (ValueError)")
+
+
+class NamedTupleValue(TupleValue):
+    """A ``collections.namedtuple`` (or ``typing.NamedTuple``, or torch structseq) instance."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type, items: list[Value], source: Any = None) -> None:
+        super().__init__(items, source)
+        self.cls = cls
+
+    def describe(self) -> str:
+        return f"a {self.cls.__name__}"
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def fields(self) -> tuple[str, ...]:
+        fields = getattr(self.cls, "_fields", None)
+        if fields is None:  # torch.return_types structseq
+            fields = tuple(getattr(self.cls, "__match_args__", ()))
+        return tuple(fields)
+
+    def as_constant(self) -> Any:
+        values = [v.as_constant() for v in self.items]
+        if hasattr(self.cls, "_make"):
+            return self.cls._make(values)
+        return self.cls(values)
+
+    def _new(self, items: list[Value]) -> Value:
+        return TupleValue(items)
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        fields = self.fields()
+        if name in fields:
+            return self.items[fields.index(name)]
+        from .objects import class_attribute
+
+        found = class_attribute(tx, self.cls, name, self)
+        if found is not None:
+            return found
+        return super().getattr(tx, name)
+
+
+class ListValue(_SequenceValue):
+    """A list."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return f"a list of {len(self.items)}"
+
+    def python_type(self) -> type:
+        return list
+
+    def as_constant(self) -> Any:
+        return [v.as_constant() for v in self.items]
+
+    def _new(self, items: list[Value]) -> Value:
+        return ListValue(items)
+
+    def check_mutable(self, tx: TraceSession) -> None:
+        if self.source is not None:
+            raise Unsupported(
+                "mutating a list that was passed in",
+                hint="Copy it first (list(xs)) or mutate it outside the compiled function.",
+            )
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from .functions import BoundBuiltinMethod
+
+        if name in _LIST_METHODS:
+            return BoundBuiltinMethod(self, name)
+        raise attribute_missing(self.describe(), name)
+
+    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+        self.check_mutable(tx)
+        index = _index(tx, key)
+        if isinstance(index, slice):
+            self.items[index] = value.unpack(tx)
+        else:
+            self.items[index] = value
+
+    def delitem(self, tx: TraceSession, key: Value) -> None:
+        self.check_mutable(tx)
+        del self.items[_index(tx, key)]
+
+    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+        none = ConstantValue(None)
+        if name in ("index", "count", "copy"):
+            pass
+        else:
+            self.check_mutable(tx)
+        if kwargs and name != "sort":
+            raise Unsupported(f"list.{name} with keyword arguments")
+        if name == "append":
+            self.items.append(args[0])
+            return none
+        if name == "extend":
+            self.items.extend(args[0].unpack(tx))
+            return none
+        if name == "insert":
+            self.items.insert(args[0].as_constant(), args[1])
+            return none
+        if name == "pop":
+            return self.items.pop(*(a.as_constant() for a in args))
+        if name == "clear":
+            self.items.clear()
+            return none
+        if name == "reverse":
+            self.items.reverse()
+            return none
+        if name == "copy":
+            return ListValue(list(self.items))
+        if name == "index":
+            for i, v in enumerate(self.items):
+                if tx.equal(v, args[0]):
+                    return ConstantValue(i)
+            raise Unsupported("list.index of a missing item (ValueError)")
+        if name == "count":
+            return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
+        if name == "remove":
+            for i, v in enumerate(self.items):
+                if tx.equal(v, args[0]):
+                    del self.items[i]
+                    return none
+            raise Unsupported("list.remove of a missing item (ValueError)")
+        if name == "sort":
+            if not all(v.is_constant() for v in self.items) or args:
+                raise Unsupported("list.sort of non-constant items")
+            key = kwargs.get("key")
+            reverse = kwargs.get("reverse", ConstantValue(False)).as_constant()
+            if key is not None:
+                keyed = [(tx.call(key, [v], {}).as_constant(), i) for i, v in enumerate(self.items)]
+                order = [i for _, i in sorted(keyed, reverse=reverse)]
+                self.items[:] = [self.items[i] for i in order]
+            else:
+                self.items.sort(key=lambda v: v.as_constant(), reverse=reverse)
+            return none
+        raise Unsupported(f"list.{name}")
+
+
+_LIST_METHODS = frozenset(
+    [
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "clear",
+        "reverse",
+        "copy",
+        "index",
+        "count",
+        "remove",
+        "sort",
+    ]
+)
+
+
+def _key(tx: TraceSession, key: Value) -> Any:
+    """The hashable trace-time key for a dict/set member."""
+    from .tensors import TensorValue
+
+    if isinstance(key, TensorValue):
+        return ("__tensor__", id(key))
+    if key.is_constant():
+        return key.as_constant()
+    cls = key.python_type()
+    if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+        # equal-but-distinct objects would be one key in Python, two here
+        raise Unsupported(
+            f"{key.describe()} as a dict key or set member (its class defines __hash__ or __eq__)"
+        )
+    ident = tx.identity_key(key)
+    if ident is not None:
+        return ident
+    raise Unsupported(f"{key.describe()} as a dict key or set member")
+
+
+class DictValue(Value):
+    """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
+
+    __slots__ = ("cls", "entries")
+
+    def __init__(
+        self, entries: dict[Any, tuple[Value, Value]], source: Any = None, cls: type = dict
+    ) -> None:
+        super().__init__(source)
+        self.entries = entries
+        self.cls = cls
+
+    @classmethod
+    def from_pairs(cls, tx: TraceSession, pairs: list[tuple[Value, Value]]) -> DictValue:
+        out = cls({})
+        for k, v in pairs:
+            out.entries[_key(tx, k)] = (k, v)
+        return out
+
+    def describe(self) -> str:
+        return f"a dict of {len(self.entries)}"
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def is_constant(self) -> bool:
+        return all(k.is_constant() and v.is_constant() for k, v in self.entries.values())
+
+    def as_constant(self) -> Any:
+        return self.cls((k.as_constant(), v.as_constant()) for k, v in self.entries.values())
+
+    def check_mutable(self, tx: TraceSession) -> None:
+        if self.source is not None:
+            raise Unsupported(
+                "mutating a dict that was passed in",
+                hint="Copy it first (dict(d)) or mutate it outside the compiled function.",
+            )
+
+    def unpack(self, tx: TraceSession) -> list[Value]:
+        return [k for k, _ in self.entries.values()]
+
+    def truth(self, tx: TraceSession) -> bool:
+        return bool(self.entries)
+
+    def length(self, tx: TraceSession) -> int:
+        return len(self.entries)
+
+    def getitem(self, tx: TraceSession, key: Value) -> Value:
+        k = _key(tx, key)
+        if k not in self.entries:
+            raise Unsupported(f"dict lookup of missing key {k!r} (KeyError)")
+        return self.entries[k][1]
+
+    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+        self.check_mutable(tx)
+        k = _key(tx, key)
+        old = self.entries.get(k)
+        self.entries[k] = (old[0] if old else key, value)
+
+    def delitem(self, tx: TraceSession, key: Value) -> None:
+        self.check_mutable(tx)
+        k = _key(tx, key)
+        if k not in self.entries:
+            raise Unsupported(f"del of missing dict key {k!r} (KeyError)")
+        del self.entries[k]
+
+    def contains(self, tx: TraceSession, item: Value) -> bool:
+        return _key(tx, item) in self.entries
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from .functions import BoundBuiltinMethod
+
+        if self.cls not in (dict, collections.OrderedDict):
+            from .objects import class_attribute, lookup_mro
+
+            klass, _ = lookup_mro(self.cls, name)
+            if (
+                klass is not None
+                and klass.__module__ != "builtins"
+                and klass is not collections.OrderedDict
+            ):
+                found = class_attribute(tx, self.cls, name, self)
+                if found is not None:
+                    return found
+        if name in _DICT_METHODS:
+            return BoundBuiltinMethod(self, name)
+        raise attribute_missing(self.describe(), name)
+
+    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+        none = ConstantValue(None)
+        if name == "keys":
+            return ListValue([k for k, _ in self.entries.values()])
+        if name == "values":
+            return ListValue([v for _, v in self.entries.values()])
+        if name == "items":
+            return ListValue([TupleValue([k, v]) for k, v in self.entries.values()])
+        if name == "get":
+            k = _key(tx, args[0])
+            if k in self.entries:
+                return self.entries[k][1]
+            return args[1] if len(args) > 1 else none
+        if name == "copy":
+            return DictValue(dict(self.entries), cls=self.cls)
+        self.check_mutable(tx)
+        if name == "update":
+            if args:
+                self.update_from(tx, args[0])
+            for kname, v in kwargs.items():
+                self.setitem(tx, ConstantValue(kname), v)
+            return none
+        if name == "pop":
+            k = _key(tx, args[0])
+            if k in self.entries:
+                return self.entries.pop(k)[1]
+            if len(args) > 1:
+                return args[1]
+            raise Unsupported(f"dict.pop of missing key {k!r} (KeyError)")
+        if name == "setdefault":
+            k = _key(tx, args[0])
+            if k not in self.entries:
+                self.entries[k] = (args[0], args[1] if len(args) > 1 else none)
+            return self.entries[k][1]
+        if name == "clear":
+            self.entries.clear()
+            return none
+        raise Unsupported(f"dict.{name}")
+
+    def update_from(self, tx: TraceSession, other: Value) -> None:
+        if isinstance(other, DictValue):
+            for k, pair in other.entries.items():
+                old = self.entries.get(k)
+                self.entries[k] = (old[0] if old else pair[0], pair[1])
+            return
+        for item in other.unpack(tx):
+            key, value = item.unpack(tx)
+            self.setitem(tx, key, value)
+
+
+_DICT_METHODS = frozenset(
+    ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear"]
+)
+
+
+class SetValue(Value):
+    """A set (or frozenset) of hashable trace-time members.
+
+    ``order`` is a real set of the members' keys that undergoes exactly the operations the
+    traced code performs (or, for an input, the input set itself), so iterating it gives the
+    order Python would give: set order depends on the history of the set, not only on its
+    members.
+    """
+
+    __slots__ = ("frozen", "members", "order")
+
+    def __init__(
+        self,
+        members: dict[Any, Value],
+        frozen: bool = False,
+        source: Any = None,
+        order: Any = None,
+    ):
+        super().__init__(source)
+        self.members = members
+        self.frozen = frozen
+        self.order = order if order is not None else set(members)
+
+    @classmethod
+    def of(cls, tx: TraceSession, items: list[Value], frozen: bool = False) -> SetValue:
+        out = cls({}, frozen)
+        for v in items:
+            out._add(tx, v)
+        return out
+
+    def _add(self, tx: TraceSession, value: Value) -> None:
+        k = _key(tx, value)
+        if k not in self.members:
+            self.members[k] = value
+        self.order.add(k)
+
+    def add_all(self, tx: TraceSession, iterable: Value) -> None:
+        """``set.update(iterable)``, on the key mirror with the real operation where the
+        argument is a set or a constant (the real update copies a set's table layout)."""
+        if isinstance(iterable, SetValue):
+            self.order.update(iterable.order)
+            for k, v in iterable.members.items():
+                self.members.setdefault(k, v)
+            return
+        if isinstance(iterable, ConstantValue):
+            items = list(iterable.value)
+            self.order.update(iterable.value)
+            for v in items:
+                self.members.setdefault(v, ConstantValue(v))
+            return
+        for v in iterable.unpack(tx):
+            self._add(tx, v)
+
+    def describe(self) -> str:
+        return f"a set of {len(self.members)}"
+
+    def python_type(self) -> type:
+        return frozenset if self.frozen else set
+
+    def is_constant(self) -> bool:
+        return all(v.is_constant() for v in self.members.values())
+
+    def as_constant(self) -> Any:
+        return (frozenset if self.frozen else set)(
+            self.members[k].as_constant() for k in self.order
+        )
+
+    def unpack(self, tx: TraceSession) -> list[Value]:
+        if not self.is_constant():
+            raise Unsupported("iterating over a set of non-constant members (order unknown)")
+        return [self.members[k] for k in self.order]
+
+    def truth(self, tx: TraceSession) -> bool:
+        return bool(self.members)
+
+    def length(self, tx: TraceSession) -> int:
+        return len(self.members)
+
+    def contains(self, tx: TraceSession, item: Value) -> bool:
+        return _key(tx, item) in self.members
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from .functions import BoundBuiltinMethod
+
+        if name in ("add", "update", "discard", "remove", "union", "intersection", "copy"):
+            return BoundBuiltinMethod(self, name)
+        raise attribute_missing(self.describe(), name)
+
+    def combine(self, tx: TraceSession, op: Any, other: SetValue) -> SetValue:
+        """``self <op> other`` for a set operator of :mod:`operator` (|, &, -, ^), computed on
+        the real key sets so the result iterates in Python's order."""
+        order = op(self.order, other.order)
+        merged = {**other.members, **self.members}
+        return SetValue({k: merged[k] for k in order}, isinstance(order, frozenset), order=order)
+
+    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+        import operator
+
+        if name in ("union", "intersection"):
+            out = SetValue(dict(self.members), order=self.order.copy())
+            for a in args:
+                other = a if isinstance(a, SetValue) else SetValue.of(tx, a.unpack(tx))
+                out = out.combine(tx, operator.or_ if name == "union" else operator.and_, other)
+            return out
+        if name == "copy":
+            return SetValue(dict(self.members), self.frozen, order=self.order.copy())
+        if self.source is not None or self.frozen:
+            raise Unsupported("mutating a set that was passed in")
+        if name == "add":
+            self._add(tx, args[0])
+        elif name == "update":
+            for a in args:
+                self.add_all(tx, a)
+        elif name in ("discard", "remove"):
+            k = _key(tx, args[0])
+            if k not in self.members and name == "remove":
+                raise Unsupported("set.remove of a missing member (KeyError)")
+            self.members.pop(k, None)
+            self.order.discard(k)
+        else:
+            raise Unsupported(f"set.{name}")
+        return ConstantValue(None)
+
+
+class SliceValue(Value):
+    """A slice whose bounds are values (constants or None)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Value]) -> None:
+        super().__init__(None)
+        self.parts = parts
+
+    def describe(self) -> str:
+        return "a slice"
+
+    def python_type(self) -> type:
+        return slice
+
+    def is_constant(self) -> bool:
+        return all(p.is_constant() for p in self.parts)
+
+    def as_slice(self) -> slice:
+        return slice(*(p.as_constant() for p in self.parts))
+
+    def as_constant(self) -> Any:
+        return self.as_slice()

@@ -1,0 +1,190 @@
+"""Context managers that change torch's global state inside the graph.
+
+``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)`` and
+``torch.autocast(...)`` are entered *in the graph*: entering records a node that switches the
+state (``torch._C._set_grad_enabled`` / ``torch.amp._enter_autocast``), and the normal exit
+records the node that switches it back. Recording runs the node on fake values, so the state
+is also switched while the rest of the block is traced, and fake results see it.
+
+Invariant: every state switched during a trace is switched back when the trace ends, also
+when it fails (the session restores the grad mode and exits open autocast modes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import Unsupported
+from .base import ConstantValue, Value
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = ["AutocastValue", "ContextClassValue", "ContextExitValue", "GradModeValue"]
+
+
+class GradModeValue(Value):
+    """``torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)``: a grad-mode context."""
+
+    __slots__ = ("enabled", "prior")
+
+    def __init__(self, enabled: bool) -> None:
+        super().__init__(None)
+        self.enabled = enabled
+        self.prior: bool | None = None
+
+    def describe(self) -> str:
+        return f"grad mode context (enabled={self.enabled})"
+
+    def enter(self, tx: TraceSession) -> Value:
+        self.prior = torch.is_grad_enabled()
+        tx.graph.record_state_call(tx, torch._C._set_grad_enabled, (self.enabled,))
+        return ConstantValue(None)
+
+    def exit(self, tx: TraceSession) -> None:
+        assert self.prior is not None
+        tx.graph.record_state_call(tx, torch._C._set_grad_enabled, (self.prior,))
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        raise Unsupported("a grad-mode context used as a decorator inside the compiled function")
+
+
+class AutocastValue(Value):
+    """``torch.autocast(device_type, dtype=..., enabled=..., cache_enabled=...)``."""
+
+    __slots__ = ("args", "mode_proxy")
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        super().__init__(None)
+        self.args = args
+        self.mode_proxy: Any = None
+
+    def describe(self) -> str:
+        return "autocast context"
+
+    def enter(self, tx: TraceSession) -> Value:
+        self.mode_proxy = tx.graph.record_state_call(tx, torch.amp._enter_autocast, self.args)
+        return ConstantValue(None)
+
+    def exit(self, tx: TraceSession) -> None:
+        tx.graph.record_state_call(tx, torch.amp._exit_autocast, (self.mode_proxy,))
+
+
+class ContextExitValue(Value):
+    """The bound ``__exit__`` BEFORE_WITH pushes; calling it leaves the context."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context: Value) -> None:
+        super().__init__(None)
+        self.context = context
+
+    def describe(self) -> str:
+        return f"__exit__ of {self.context.describe()}"
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if any(not (a.is_constant() and a.as_constant() is None) for a in args):
+            raise Unsupported("leaving a with block through an exception")
+        tx.exit_context(self.context)
+        return ConstantValue(None)
+
+
+class ContextClassValue(Value):
+    """``torch.no_grad`` and friends as classes: calling one makes the context value."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: Any) -> None:
+        super().__init__(None)
+        self.cls = cls
+
+    def describe(self) -> str:
+        return f"{self.cls.__qualname__}"
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.cls
+
+    def python_type(self) -> type:
+        return type(self.cls)
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        cls = self.cls
+        consts = [a.as_constant() for a in args]
+        kw = {k: v.as_constant() for k, v in kwargs.items()}
+        if cls is torch.no_grad:
+            return GradModeValue(False)
+        if cls is torch.enable_grad:
+            return GradModeValue(True)
+        if cls is torch.set_grad_enabled:
+            mode = kw.get("mode", consts[0] if consts else None)
+            if not isinstance(mode, bool):
+                raise Unsupported("torch.set_grad_enabled with a non-bool mode")
+            # Like the real class, the call itself switches the mode (usable without `with`).
+            value = GradModeValue(mode)
+            value.enter(tx)
+            tx.loose_state.append(value)
+            return _AlreadyEntered(value)
+        if cls in (
+            torch.autocast,
+            torch.amp.autocast,
+            torch.cpu.amp.autocast,
+            torch.cuda.amp.autocast,
+        ):
+            device = kw.pop("device_type", None)
+            if cls is torch.cpu.amp.autocast:
+                device = "cpu"
+            elif cls is torch.cuda.amp.autocast:
+                device = "cuda"
+            elif device is None:
+                if not consts:
+                    raise Unsupported("torch.autocast without a device type")
+                device, consts = consts[0], consts[1:]
+            names = ["dtype", "enabled", "cache_enabled"]
+            params = dict(zip(names, consts))
+            params.update(kw)
+            dtype = params.get("dtype")
+            if dtype is None:
+                dtype = torch.get_autocast_dtype(device)
+            enabled = params.get("enabled", True)
+            cache = params.get("cache_enabled")
+            if cache is None:
+                cache = torch.is_autocast_cache_enabled()
+            return AutocastValue((device, dtype, enabled, cache))
+        raise Unsupported(f"the context manager {cls.__qualname__}")
+
+
+class _AlreadyEntered(Value):
+    """``torch.set_grad_enabled(b)``: already switched; ``with`` on it only arranges the exit."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: GradModeValue) -> None:
+        super().__init__(None)
+        self.inner = inner
+
+    def describe(self) -> str:
+        return "set_grad_enabled context"
+
+    def enter(self, tx: TraceSession) -> Value:
+        tx.loose_state.remove(self.inner)
+        return ConstantValue(None)
+
+    def exit(self, tx: TraceSession) -> None:
+        self.inner.exit(tx)
+
+
+CONTEXT_CLASSES = (
+    torch.no_grad,
+    torch.enable_grad,
+    torch.set_grad_enabled,
+    torch.autocast,
+    torch.amp.autocast,
+    torch.cpu.amp.autocast,
+    torch.cuda.amp.autocast,
+    torch.inference_mode,
+)

@@ -1,0 +1,337 @@
+"""Callables: user functions (inlined), bound methods, builtins, ``functools.partial``.
+
+Invariants:
+
+* A user function is never called for real during a trace: calling one inlines its bytecode
+  in a child frame (see ``_trace.TraceSession.inline``).
+* A real function object read from the inputs is guarded by identity; its defaults and closure
+  cells are read through sources, so changing them recompiles.
+* Builtins are modelled one by one (``_builtins``); an unknown builtin is refused, never run.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from sapwood_graph import ClosureCellSource, DefaultArgSource, Source
+
+from ..errors import Unsupported
+from .base import ConstantValue, Value, attribute_missing
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = [
+    "BoundBuiltinMethod",
+    "BoundMethodValue",
+    "BuiltinValue",
+    "CellValue",
+    "FunctionValue",
+    "NestedFunctionValue",
+    "PartialValue",
+    "RealCellValue",
+    "UserFunctionValue",
+]
+
+
+class CellValue(Value):
+    """A closure cell created during the trace (by MAKE_CELL)."""
+
+    __slots__ = ("contents",)
+
+    def __init__(self, contents: Value | None = None) -> None:
+        super().__init__(None)
+        self.contents = contents
+
+    def describe(self) -> str:
+        return "a closure cell"
+
+    def load(self, tx: TraceSession, name: str) -> Value:
+        if self.contents is None:
+            raise Unsupported(f"free variable {name!r} read before assignment (NameError)")
+        return self.contents
+
+    def store(self, tx: TraceSession, value: Value | None) -> None:
+        self.contents = value
+
+
+class RealCellValue(Value):
+    """A closure cell of a function that existed before the trace: read through its source."""
+
+    __slots__ = ("cell", "stored")
+
+    def __init__(self, cell: types.CellType, source: Source) -> None:
+        super().__init__(source)
+        self.cell = cell
+        self.stored: Value | None = None
+
+    def describe(self) -> str:
+        return "a closure cell"
+
+    def load(self, tx: TraceSession, name: str) -> Value:
+        if self.stored is not None:
+            return self.stored
+        try:
+            contents = self.cell.cell_contents
+        except ValueError:
+            raise Unsupported(f"free variable {name!r} read before assignment") from None
+        self.stored = tx.wrap(contents, self.source)
+        return self.stored
+
+    def store(self, tx: TraceSession, value: Value | None) -> None:
+        raise Unsupported(
+            "assigning a nonlocal variable of a function defined outside the compiled code"
+        )
+
+
+class FunctionValue(Value):
+    """A Python function whose bytecode the interpreter inlines."""
+
+    __slots__ = ()
+
+    code: types.CodeType
+    f_globals: dict[str, Any]
+    globals_source: Source | None
+    name: str
+
+    def defaults(self, tx: TraceSession) -> tuple[Value, ...]:
+        raise NotImplementedError
+
+    def kwdefaults(self, tx: TraceSession) -> dict[str, Value]:
+        raise NotImplementedError
+
+    def cells(self, tx: TraceSession) -> tuple[Value, ...]:
+        raise NotImplementedError
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.inline(self, args, kwargs)
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        if name == "__name__":
+            return ConstantValue(self.name)
+        if name == "__qualname__":
+            return ConstantValue(self.code.co_qualname)
+        if name == "__code__":
+            return ConstantValue(self.code)
+        raise attribute_missing(self.describe(), name)
+
+
+class UserFunctionValue(FunctionValue):
+    """A real Python function object (guarded by identity where it came from)."""
+
+    __slots__ = ("code", "f_globals", "fn", "globals_source", "name")
+
+    def __init__(self, fn: types.FunctionType, source: Source) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.code = fn.__code__
+        self.f_globals = fn.__globals__
+        self.globals_source = None
+        self.name = fn.__name__
+
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
+
+    def defaults(self, tx: TraceSession) -> tuple[Value, ...]:
+        assert self.source is not None
+        return tuple(
+            tx.wrap(v, DefaultArgSource(self.source, i))
+            for i, v in enumerate(self.fn.__defaults__ or ())
+        )
+
+    def kwdefaults(self, tx: TraceSession) -> dict[str, Value]:
+        assert self.source is not None
+        return {
+            k: tx.wrap(v, DefaultArgSource(self.source, k))
+            for k, v in (self.fn.__kwdefaults__ or {}).items()
+        }
+
+    def cells(self, tx: TraceSession) -> tuple[Value, ...]:
+        assert self.source is not None
+        closure = self.fn.__closure__ or ()
+        return tuple(
+            tx.real_cell(cell, ClosureCellSource(self.source, name))
+            for cell, name in zip(closure, self.code.co_freevars)
+        )
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from sapwood_graph import AttrSource
+
+        from .._sources import HasAttrSource
+
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantValue(getattr(self.fn, name))
+        if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__"):
+            return super().getattr(tx, name)
+        assert self.source is not None
+        if name in self.fn.__dict__:  # attributes set on the function object
+            return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name))
+        tx.guard_false(HasAttrSource(self.source, name))
+        return super().getattr(tx, name)
+
+
+class NestedFunctionValue(FunctionValue):
+    """A function made by MAKE_FUNCTION during the trace (lambda, nested def, comprehension)."""
+
+    __slots__ = (
+        "cell_values",
+        "code",
+        "default_values",
+        "f_globals",
+        "globals_source",
+        "kwdefault_values",
+        "name",
+    )
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        globals_source: Source | None,
+        defaults: tuple[Value, ...],
+        kwdefaults: dict[str, Value],
+        cells: tuple[Value, ...],
+    ) -> None:
+        super().__init__(None)
+        self.code = code
+        self.f_globals = f_globals
+        self.globals_source = globals_source
+        self.default_values = defaults
+        self.kwdefault_values = kwdefaults
+        self.cell_values = cells
+        self.name = code.co_name
+
+    def describe(self) -> str:
+        return f"function {self.code.co_qualname}"
+
+    def defaults(self, tx: TraceSession) -> tuple[Value, ...]:
+        return self.default_values
+
+    def kwdefaults(self, tx: TraceSession) -> dict[str, Value]:
+        return self.kwdefault_values
+
+    def cells(self, tx: TraceSession) -> tuple[Value, ...]:
+        return self.cell_values
+
+
+class BoundMethodValue(Value):
+    """``obj.method``: calling it calls ``function(obj, ...)``."""
+
+    __slots__ = ("function", "receiver")
+
+    def __init__(self, function: Value, receiver: Value) -> None:
+        super().__init__(None)
+        self.function = function
+        self.receiver = receiver
+
+    def describe(self) -> str:
+        return f"bound method of {self.function.describe()}"
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.call(self.function, [self.receiver, *args], kwargs)
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        if name == "__self__":
+            return self.receiver
+        if name == "__func__":
+            return self.function
+        return self.function.getattr(tx, name)
+
+
+class BoundBuiltinMethod(Value):
+    """A method of a container value (``xs.append``): calls ``obj.call_method(name, ...)``."""
+
+    __slots__ = ("name", "receiver")
+
+    def __init__(self, receiver: Value, name: str) -> None:
+        super().__init__(None)
+        self.receiver = receiver
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.receiver.describe()}"
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return self.receiver.call_method(tx, self.name, args, kwargs)  # type: ignore[attr-defined, no-any-return]
+
+
+class BuiltinValue(Value):
+    """A function implemented in C or the standard library, modelled by ``_builtins``.
+
+    ``fn`` is the real object; it is only ever called on constants, by models that fold it.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def describe(self) -> str:
+        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        module = getattr(self.fn, "__module__", None)
+        return f"{module}.{name}" if module else str(name)
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.fn
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        from .._builtins import call_builtin
+
+        return call_builtin(tx, self, args, kwargs)
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        try:
+            attr = getattr(self.fn, name)
+        except AttributeError:
+            raise attribute_missing(self.describe(), name) from None
+        return tx.constant_or_wrap(attr)
+
+
+class PartialValue(Value):
+    """``functools.partial(fn, *args, **kwargs)``."""
+
+    __slots__ = ("args", "fn", "kwargs")
+
+    def __init__(
+        self, fn: Value, args: list[Value], kwargs: dict[str, Value], source: Source | None = None
+    ) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def describe(self) -> str:
+        return f"partial({self.fn.describe()})"
+
+    def python_type(self) -> type:
+        import functools
+
+        return functools.partial
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from .containers import DictValue, TupleValue
+
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleValue(list(self.args))
+        if name == "keywords":
+            return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
+        raise attribute_missing(self.describe(), name)

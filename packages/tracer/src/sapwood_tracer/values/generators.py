@@ -1,0 +1,55 @@
+"""Generators: a suspended symbolic frame that resumes on each ``next``.
+
+Invariant: a generator frame only ever runs inside :meth:`GeneratorValue.next_value` (after
+its prologue ran at creation), so the values it yields and the side effects between yields
+happen in the same order relative to its consumer as in Python.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING
+
+from ..errors import Unsupported
+from .base import ConstantValue, Value
+from .iterators import IteratorValue
+
+if TYPE_CHECKING:
+    from .._frame import SymbolicFrame
+    from .._trace import TraceSession
+
+__all__ = ["GeneratorValue"]
+
+
+class GeneratorValue(IteratorValue):
+    """A generator made during the trace."""
+
+    __slots__ = ("done", "frame", "running")
+
+    def __init__(self, frame: SymbolicFrame) -> None:
+        super().__init__(None)
+        self.frame = frame
+        self.done = False
+        self.running = False
+
+    def describe(self) -> str:
+        return f"generator {self.frame.code.co_qualname}"
+
+    def python_type(self) -> type:
+        return types.GeneratorType
+
+    def next_value(self, tx: TraceSession) -> Value | None:
+        if self.done:
+            return None
+        if self.running:
+            raise Unsupported("a generator that is already running (ValueError)")
+        self.frame.push(ConstantValue(None))  # what the suspended yield evaluates to
+        self.running = True
+        try:
+            suspended, value = tx.resume(self.frame)
+        finally:
+            self.running = False
+        if not suspended:
+            self.done = True
+            return None
+        return value

@@ -1,0 +1,238 @@
+"""``torch.nn.Module`` instances.
+
+A module that came from the inputs is guarded by identity; its parameters and buffers
+become graph inputs (sources ``L['self'].fc.weight``, guarded like any tensor input), its
+submodules are module values, and its other attributes (``training``, ``eps``, a config
+object, ...) are wrapped through their sources like any attribute.
+
+Calling a module inlines its ``forward`` (``__call__`` machinery is not traced). A module with forward (pre-)hooks gets them inlined in ``_call_impl``'s order; backward hooks and global
+module hooks are refused with :class:`~sapwood_tracer.Unsupported`. Which hooks a module has
+is guarded, so registering or removing a hook later recompiles. Container protocols (``ModuleList[i]``, iteration,
+``len``, ``in``) inline the container's own Python methods.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sapwood_graph import AttrSource, Source
+
+from .._sources import ContainsSource, HasAttrSource, HeldObjectSource, ModuleHooksSource
+from ..errors import Unsupported
+from .base import ConstantValue, Value, attribute_missing
+from .objects import _is_data_descriptor, class_attribute, held, lookup_mro
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = ["ModuleValue"]
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
+_MODULE_SETATTR = torch.nn.Module.__setattr__
+_MODULE_CALL = torch.nn.Module.__call__
+
+
+def _global_hook_dicts() -> list[tuple[str, dict[Any, Any]]]:
+    mod = torch.nn.modules.module
+    names = [
+        "_global_forward_hooks",
+        "_global_forward_pre_hooks",
+        "_global_backward_hooks",
+        "_global_backward_pre_hooks",
+        "_global_forward_hooks_always_called",
+    ]
+    return [(n, getattr(mod, n)) for n in names if isinstance(getattr(mod, n, None), dict)]
+
+
+class ModuleValue(Value):
+    """An ``nn.Module`` that existed before the call (guarded by identity)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: torch.nn.Module, source: Source) -> None:
+        super().__init__(source)
+        self.module = module
+
+    def describe(self) -> str:
+        return f"module {type(self.module).__qualname__}"
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def _src(self) -> Source:
+        assert self.source is not None
+        return self.source
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        if name == "__dict__":
+            raise Unsupported(f"{self.describe()}.__dict__ (use attribute access instead)")
+        pending = tx.side_effects.pending_attr(self.module, name)
+        if pending is not None:
+            return pending
+        module = self.module
+        cls = type(module)
+        if cls.__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"modules of {cls.__qualname__}, which define __getattribute__")
+        klass, raw = lookup_mro(cls, name)
+        if klass is not None and _is_data_descriptor(raw):
+            found = class_attribute(tx, cls, name, self)
+            assert found is not None
+            return found
+        inst = module.__dict__
+        if name in inst:
+            return tx.wrap(inst[name], AttrSource(self._src(), name))
+        for store in ("_parameters", "_buffers", "_modules"):
+            table = inst.get(store)
+            if table is not None and name in table:
+                source = AttrSource(self._src(), name)
+                # Module.__setattr__ keeps these names out of __dict__, so the guard may read
+                # the registry dict directly instead of going through Module.__getattr__.
+                tx.member_stores[source] = store
+                return tx.wrap(table[name], source)
+        if klass is not None:
+            # an instance attribute of the same name would shadow the class's
+            tx.guard_false(ContainsSource(AttrSource(self._src(), "__dict__"), name))
+            found = class_attribute(tx, cls, name, self)
+            assert found is not None
+            return found
+        if cls.__getattr__ is not _MODULE_GETATTR:
+            raise Unsupported(
+                f"attribute {name!r} of {self.describe()} through a custom __getattr__"
+            )
+        tx.guard_false(HasAttrSource(self._src(), name))
+        raise attribute_missing(self.describe(), name)
+
+    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+        if isinstance(self.source, HeldObjectSource):
+            raise Unsupported(f"assigning attributes of {self.describe()} built during the trace")
+        module = self.module
+        if type(module).__setattr__ is not _MODULE_SETATTR:
+            raise Unsupported(f"assigning attributes of {self.describe()} (custom __setattr__)")
+        for store in ("_parameters", "_modules"):
+            if name in module.__dict__.get(store, {}):
+                raise Unsupported(f"replacing the {store[1:-1]} {name!r} of {self.describe()}")
+        from .modules import ModuleValue as _M
+
+        if isinstance(value, _M):
+            raise Unsupported(f"assigning a module to {self.describe()}.{name}")
+        klass, raw = lookup_mro(type(module), name)
+        if klass is not None and _is_data_descriptor(raw):
+            raise Unsupported(f"assigning {name!r} through a descriptor of {self.describe()}")
+        tx.record_attr_write(self, name, value)
+
+    # -- calling -----------------------------------------------------------------------------
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        module = self.module
+        cls = type(module)
+        if getattr(cls, "__sapwood_compiled_module__", False):
+            # a compiled module called from traced code: trace the module it wraps
+            inner = self.getattr(tx, "_orig_mod")
+            return tx.call(inner, args, kwargs)
+        if cls.__call__ is not _MODULE_CALL:
+            call = class_attribute(tx, cls, "__call__", self)
+            if call is None:
+                raise Unsupported(f"calling {self.describe()}")
+            return tx.call(call, args, kwargs)
+        self.check_global_hooks(tx)
+        d = module.__dict__
+        if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
+            raise Unsupported(
+                f"{self.describe()} with backward hooks",
+                hint="Remove the hooks while compiling, or call the module outside the compiled function.",
+            )
+        if not (d.get("_forward_hooks") or d.get("_forward_pre_hooks")):
+            # the common case: one guard that the module still has no hooks at all
+            tx.guard_false(ModuleHooksSource(self._src()))
+            return tx.call(self.getattr(tx, "forward"), args, kwargs)
+        return self.call_with_hooks(tx, args, kwargs)
+
+    def call_with_hooks(
+        self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value:
+        """``Module._call_impl`` with forward (pre-)hooks, each hook inlined in order.
+
+        The hook dicts are wrapped through their sources, so adding or removing a hook
+        recompiles; backward hooks are guarded absent.
+        """
+        from .containers import DictValue, TupleValue
+
+        src = self._src()
+        for attr in ("_backward_hooks", "_backward_pre_hooks"):
+            tx.guard_len(AttrSource(src, attr), 0)
+
+        def hooks(attr: str) -> DictValue:
+            value = tx.wrap(self.module.__dict__[attr], AttrSource(src, attr))
+            assert isinstance(value, DictValue)
+            return value
+
+        pre, pre_kw = hooks("_forward_pre_hooks"), hooks("_forward_pre_hooks_with_kwargs")
+        post, post_kw = hooks("_forward_hooks"), hooks("_forward_hooks_with_kwargs")
+        args_value: Value = TupleValue(list(args))
+        kwargs_value = DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in kwargs.items()])
+        none = ConstantValue(None)
+        for key, (_, hook) in pre.entries.items():
+            if key in pre_kw.entries:
+                result = tx.call(hook, [self, args_value, kwargs_value], {})
+                if not (result.is_constant() and result.as_constant() is None):
+                    args_value, kwargs_value = tx.unpack(result)  # type: ignore[assignment]
+            else:
+                result = tx.call(hook, [self, args_value], {})
+                if not (result.is_constant() and result.as_constant() is None):
+                    args_value = result if isinstance(result, TupleValue) else TupleValue([result])
+        call_kwargs = {k.as_constant(): v for k, v in tx.as_mapping(kwargs_value).entries.values()}
+        output = tx.call(self.getattr(tx, "forward"), tx.unpack(args_value), call_kwargs)
+        for key, (_, hook) in post.entries.items():
+            if key in post_kw.entries:
+                result = tx.call(hook, [self, args_value, kwargs_value, output], {})
+            else:
+                result = tx.call(hook, [self, args_value, output], {})
+            if result is not none and not (result.is_constant() and result.as_constant() is None):
+                output = result
+        return output
+
+    def check_global_hooks(self, tx: TraceSession) -> None:
+        for name, table in _global_hook_dicts():
+            if table:
+                raise Unsupported(f"modules while global module hooks ({name}) are registered")
+            tx.guard_len(
+                AttrSource(held(torch.nn.modules.module, "torch.nn.modules.module"), name), 0
+            )
+
+    # -- container protocols (inlined from the module's own class) -------------------------
+    def _dunder(self, tx: TraceSession, name: str, args: list[Value]) -> Value:
+        method = class_attribute(tx, type(self.module), name, self)
+        if method is None:
+            raise Unsupported(f"{name} of {self.describe()}")
+        return tx.call(method, args, {})
+
+    def iterate(self, tx: TraceSession) -> Value:
+        return tx.iterate(self._dunder(tx, "__iter__", []))
+
+    def unpack(self, tx: TraceSession) -> list[Value]:
+        return tx.unpack(self.iterate(tx))
+
+    def length(self, tx: TraceSession) -> int:
+        result = self._dunder(tx, "__len__", [])
+        return int(result.as_constant())
+
+    def getitem(self, tx: TraceSession, key: Value) -> Value:
+        from .containers import ListValue, SliceValue
+
+        if isinstance(self.module, torch.nn.ModuleList) and isinstance(key, SliceValue):
+            # ModuleList[a:b] builds a new ModuleList of the same children; a list of the
+            # children behaves the same for iteration, len and indexing.
+            children = list(self.module._modules.items())[key.as_slice()]
+            return ListValue([tx.wrap(m, AttrSource(self._src(), name)) for name, m in children])
+        return self._dunder(tx, "__getitem__", [key])
+
+    def contains(self, tx: TraceSession, item: Value) -> bool:
+        if lookup_mro(type(self.module), "__contains__")[0] is None:
+            return super().contains(tx, item)
+        return tx.truth(self._dunder(tx, "__contains__", [item]))
+
+    def truth(self, tx: TraceSession) -> bool:
+        if lookup_mro(type(self.module), "__len__")[0] is not None:
+            return self.length(tx) > 0
+        return True

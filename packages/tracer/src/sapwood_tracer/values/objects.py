@@ -1,0 +1,547 @@
+"""User objects, classes and Python modules.
+
+Invariants:
+
+* Attribute lookup is modelled statically, in Python's order: data descriptors of the type
+  (properties are inlined), the instance ``__dict__``, then the type's other attributes.
+  Classes with a custom ``__getattribute__`` or ``__getattr__`` are refused.
+* An object that existed before the call (:class:`ObjectValue`) is guarded on its type;
+  attribute writes on it are recorded as side effects, replayed after the graph runs, and seen
+  by later reads in the trace.
+* An object constructed during the trace (:class:`NewObjectValue`) holds its attributes as
+  values; it becomes real only when the outputs are rebuilt.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import logging
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sapwood_graph import AttrSource, ItemSource, Source
+
+from .._sources import ContainsSource, HasAttrSource, HeldObjectSource
+from ..errors import Unsupported
+from .base import ConstantValue, Value, attribute_missing
+from .functions import BoundMethodValue
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = [
+    "ClassValue",
+    "EnvironValue",
+    "LoggingCallValue",
+    "NewObjectValue",
+    "ObjectValue",
+    "PyModuleValue",
+    "SuperValue",
+    "WeakRefValue",
+    "class_attribute",
+    "lookup_mro",
+]
+
+_MISSING = object()
+
+
+def lookup_mro(cls: type, name: str) -> tuple[type | None, Any]:
+    """The class in ``cls.__mro__`` defining ``name`` and the raw attribute, or (None, _MISSING)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass, klass.__dict__[name]
+    return None, _MISSING
+
+
+def held(obj: Any, label: str) -> HeldObjectSource:
+    return HeldObjectSource(id(obj), label, obj)
+
+
+def class_dict_source(klass: type, name: str) -> Source:
+    return ItemSource(AttrSource(held(klass, klass.__qualname__), "__dict__"), name)
+
+
+def _is_data_descriptor(attr: Any) -> bool:
+    t = type(attr)
+    return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
+
+
+def class_attribute(tx: TraceSession, cls: type, name: str, receiver: Value | None) -> Value | None:
+    """The value of class attribute ``name`` seen through an instance (``receiver``) or the
+    class itself (``receiver is None``); ``None`` if the class has no such attribute."""
+    klass, raw = lookup_mro(cls, name)
+    if klass is None:
+        return None
+    for earlier in cls.__mro__:
+        if earlier is klass:
+            break
+        # a class earlier in the MRO that later defined `name` would take precedence
+        tx.guard_false(
+            ContainsSource(AttrSource(held(earlier, earlier.__qualname__), "__dict__"), name)
+        )
+    source = class_dict_source(klass, name)
+    if isinstance(raw, staticmethod):
+        return tx.wrap(raw.__func__, AttrSource(source, "__func__"))
+    if isinstance(raw, classmethod):
+        fn = tx.wrap(raw.__func__, AttrSource(source, "__func__"))
+        return BoundMethodValue(fn, tx.wrap(cls, held(cls, cls.__qualname__)))
+    if isinstance(raw, types.FunctionType):
+        fn = tx.wrap(raw, source)
+        return fn if receiver is None else BoundMethodValue(fn, receiver)
+    if isinstance(raw, property):
+        if receiver is None:
+            return tx.constant_or_wrap(raw)
+        if raw.fget is None:
+            raise Unsupported(f"reading write-only property {name!r}")
+        fget = tx.wrap(raw.fget, AttrSource(source, "fget"))
+        return tx.call(fget, [receiver], {})
+    if hasattr(type(raw), "__get__") and not isinstance(raw, type):
+        # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
+        if receiver is None and isinstance(
+            raw, (types.WrapperDescriptorType, types.MethodDescriptorType)
+        ):
+            from .functions import BuiltinValue
+
+            return BuiltinValue(raw)
+        raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
+    return tx.wrap(raw, source)
+
+
+class _UserProtocols(Value):
+    """Python protocols of user objects, by inlining the class's own dunder methods."""
+
+    __slots__ = ()
+
+    def _dunder(self, tx: TraceSession, name: str, args: list[Value]) -> Value:
+        cls = self.python_type()
+        klass, raw = lookup_mro(cls, name)
+        if klass is None or not isinstance(raw, types.FunctionType):
+            raise Unsupported(f"{name} of {self.describe()}")
+        method = class_attribute(tx, cls, name, self)
+        assert method is not None
+        return tx.call(method, args, {})
+
+    def _has(self, name: str) -> bool:
+        klass, raw = lookup_mro(self.python_type(), name)
+        return klass is not None and isinstance(raw, types.FunctionType)
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if not self._has("__call__"):
+            raise Unsupported(f"calling {self.describe()}")
+        method = class_attribute(tx, self.python_type(), "__call__", self)
+        assert method is not None
+        return tx.call(method, args, kwargs)
+
+    def getitem(self, tx: TraceSession, key: Value) -> Value:
+        return self._dunder(tx, "__getitem__", [key])
+
+    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+        self._dunder(tx, "__setitem__", [key, value])
+
+    def length(self, tx: TraceSession) -> int:
+        return int(self._dunder(tx, "__len__", []).as_constant())
+
+    def iterate(self, tx: TraceSession) -> Value:
+        _, raw = lookup_mro(self.python_type(), "__iter__")
+        if raw is collections.abc.Sequence.__iter__ and self._has("__len__"):
+            # the Sequence mixin iterates self[0], self[1], ... until IndexError: with a
+            # __len__, that is exactly the indices below len(self)
+            from .iterators import ListIteratorValue
+
+            n = self.length(tx)
+            return ListIteratorValue([self.getitem(tx, ConstantValue(i)) for i in range(n)])
+        return tx.iterate(self._dunder(tx, "__iter__", []))
+
+    def unpack(self, tx: TraceSession) -> list[Value]:
+        return tx.unpack(self.iterate(tx))
+
+    def contains(self, tx: TraceSession, item: Value) -> bool:
+        if self._has("__contains__"):
+            return tx.truth(self._dunder(tx, "__contains__", [item]))
+        return super().contains(tx, item)
+
+    def truth(self, tx: TraceSession) -> bool:
+        if self._has("__bool__"):
+            return bool(self._dunder(tx, "__bool__", []).as_constant())
+        if self._has("__len__"):
+            return self.length(tx) > 0
+        if lookup_mro(self.python_type(), "__bool__")[0] not in (None, object) or lookup_mro(
+            self.python_type(), "__len__"
+        )[0] not in (None, object):
+            raise Unsupported(f"the truth value of {self.describe()}")
+        return True
+
+
+class ObjectValue(_UserProtocols):
+    """A user object that existed before the call (guarded on its type)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any, source: Source) -> None:
+        super().__init__(source)
+        self.obj = obj
+
+    def describe(self) -> str:
+        return f"a {type(self.obj).__qualname__} object"
+
+    def python_type(self) -> type:
+        return type(self.obj)
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        if name == "__dict__":
+            raise Unsupported(f"{self.describe()}.__dict__ (use attribute access instead)")
+        pending = tx.side_effects.pending_attr(self.obj, name)
+        if pending is not None:
+            return pending
+        cls = type(self.obj)
+        if isinstance(self.obj, logging.Logger) and name in _LOGGER_METHODS:
+            return LoggingCallValue(getattr(self.obj, name))
+        if cls.__getattribute__ is not object.__getattribute__:
+            return self.real_getattr(tx, name)
+        klass, raw = lookup_mro(cls, name)
+        if klass is not None and _is_data_descriptor(raw):
+            if isinstance(raw, property):
+                return _call_or_fail(class_attribute(tx, cls, name, self), name)
+            assert self.source is not None
+            return tx.wrap(getattr(self.obj, name), AttrSource(self.source, name))
+        inst = getattr(self.obj, "__dict__", None)
+        if inst is not None and name in inst:
+            assert self.source is not None
+            return tx.wrap(inst[name], AttrSource(self.source, name))
+        if klass is not None:
+            if inst is not None:
+                # an instance attribute of the same name would shadow the class's
+                assert self.source is not None
+                tx.guard_false(ContainsSource(AttrSource(self.source, "__dict__"), name))
+            return _call_or_fail(class_attribute(tx, cls, name, self), name)
+        if "__getattr__" in dir(cls):
+            return self.custom_getattr(tx, name)
+        raise self.missing(tx, name)
+
+    def missing(self, tx: TraceSession, name: str) -> Exception:
+        """The error for a missing attribute, guarding that it stays missing."""
+        if self.source is not None:
+            tx.guard_false(HasAttrSource(self.source, name))
+        return attribute_missing(self.describe(), name)
+
+    def custom_getattr(self, tx: TraceSession, name: str) -> Value:
+        return self.real_getattr(tx, name)
+
+    def real_getattr(self, tx: TraceSession, name: str) -> Value:
+        """Attribute lookup through a class's own ``__getattribute__``/``__getattr__``.
+
+        The lookup runs for real now and again in the guard on every call (the attribute's
+        source re-reads it), so it must be free of side effects, as configuration objects'
+        lookups are (e.g. an attribute-name alias map).
+        """
+        assert self.source is not None
+        try:
+            attr = getattr(self.obj, name)
+        except AttributeError:
+            raise self.missing(tx, name) from None
+        return tx.wrap(attr, AttrSource(self.source, name))
+
+    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+        cls = type(self.obj)
+        klass, raw = lookup_mro(cls, name)
+        if klass is not None and _is_data_descriptor(raw):
+            raise Unsupported(f"assigning {name!r} through a descriptor of {cls.__qualname__}")
+        if cls.__setattr__ is not object.__setattr__ and not tx.plain_setattr(cls):
+            raise Unsupported(
+                f"assigning attributes of {cls.__qualname__}, which defines __setattr__"
+            )
+        tx.record_attr_write(self, name, value)
+
+
+def _call_or_fail(value: Value | None, name: str) -> Value:
+    if value is None:
+        raise Unsupported(f"attribute {name!r}")
+    return value
+
+
+class NewObjectValue(_UserProtocols):
+    """An instance of a plain user class constructed during the trace."""
+
+    __slots__ = ("attrs", "cls")
+
+    def __init__(self, cls: type) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.attrs: dict[str, Value] = {}
+
+    def describe(self) -> str:
+        return f"a new {self.cls.__qualname__} object"
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        klass, raw = lookup_mro(self.cls, name)
+        if klass is not None and _is_data_descriptor(raw) and isinstance(raw, property):
+            return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return tx.wrap(self.cls, held(self.cls, self.cls.__qualname__))
+        if klass is not None:
+            return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
+        raise attribute_missing(self.describe(), name)
+
+    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+        klass, raw = lookup_mro(self.cls, name)
+        if klass is not None and _is_data_descriptor(raw):
+            raise Unsupported(f"assigning {name!r} through a descriptor of {self.cls.__qualname__}")
+        self.attrs[name] = value
+
+
+class ClassValue(Value):
+    """A class (guarded by identity)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type, source: Source | None) -> None:
+        super().__init__(source)
+        self.cls = cls
+
+    def describe(self) -> str:
+        return f"class {self.cls.__qualname__}"
+
+    def python_type(self) -> type:
+        return type(self.cls)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.cls
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        if name == "__name__":
+            return ConstantValue(self.cls.__name__)
+        if name == "__qualname__":
+            return ConstantValue(self.cls.__qualname__)
+        found = class_attribute(tx, self.cls, name, None)
+        if found is None:
+            raise attribute_missing(self.describe(), name)
+        return found
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        from .._construct import construct
+
+        return construct(tx, self, args, kwargs)
+
+
+class PyModuleValue(Value):
+    """A Python module (``math``, ``torch.nn.functional``, a user module), guarded by identity."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: types.ModuleType, source: Source | None) -> None:
+        super().__init__(source)
+        self.module = module
+
+    def describe(self) -> str:
+        return f"module {self.module.__name__}"
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.module
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        try:
+            attr = getattr(self.module, name)
+        except AttributeError:
+            raise attribute_missing(self.describe(), name) from None
+        if self.module.__name__.partition(".")[0] in _LIBRARY_ROOTS and (
+            callable(attr) or isinstance(attr, (types.ModuleType, torch.dtype))
+        ):
+            # Functions, classes and submodules of library namespaces are trusted not to be
+            # monkeypatched between calls; their data (flags, registries) is guarded.
+            return tx.wrap_trusted(attr)
+        return tx.wrap(attr, AttrSource(held(self.module, self.module.__name__), name))
+
+
+_LIBRARY_ROOTS = frozenset(
+    [
+        "torch",
+        "math",
+        "operator",
+        "functools",
+        "itertools",
+        "collections",
+        "typing",
+        "dataclasses",
+        "enum",
+        "numbers",
+        "builtins",
+        "warnings",
+        "inspect",
+        "abc",
+        "copy",
+        "types",
+    ]
+)
+
+
+class SuperValue(Value):
+    """``super(cls, receiver)``: attribute lookup starts after ``cls`` in the receiver's MRO."""
+
+    __slots__ = ("cls", "receiver")
+
+    def __init__(self, cls: type, receiver: Value) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.receiver = receiver
+
+    def describe(self) -> str:
+        return f"super({self.cls.__qualname__})"
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        receiver_type = self.receiver.python_type()
+        if isinstance(self.receiver, ClassValue):
+            receiver_type = self.receiver.cls
+        mro = receiver_type.__mro__
+        if self.cls not in mro:
+            raise Unsupported("super() with a class outside the receiver's MRO")
+        for klass in mro[mro.index(self.cls) + 1 :]:
+            if name not in klass.__dict__:
+                tx.guard_false(
+                    ContainsSource(AttrSource(held(klass, klass.__qualname__), "__dict__"), name)
+                )
+                continue
+            raw = klass.__dict__[name]
+            source = class_dict_source(klass, name)
+            if isinstance(raw, types.FunctionType):
+                return BoundMethodValue(tx.wrap(raw, source), self.receiver)
+            if isinstance(raw, staticmethod):
+                return tx.wrap(raw.__func__, AttrSource(source, "__func__"))
+            if isinstance(raw, classmethod):
+                fn = tx.wrap(raw.__func__, AttrSource(source, "__func__"))
+                return BoundMethodValue(fn, tx.wrap_trusted(receiver_type))
+            if isinstance(raw, property) and raw.fget is not None:
+                return tx.call(tx.wrap(raw.fget, AttrSource(source, "fget")), [self.receiver], {})
+            if isinstance(raw, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+                from .functions import BuiltinValue
+
+                return BoundMethodValue(BuiltinValue(raw), self.receiver)
+            return tx.wrap(raw, source)
+        raise attribute_missing(self.describe(), name)
+
+
+class EnvironValue(Value):
+    """``os.environ``: variables are read lazily, each read (or absence) guarded."""
+
+    __slots__ = ("environ",)
+
+    def __init__(self, environ: Any, source: Source) -> None:
+        super().__init__(source)
+        self.environ = environ
+
+    def describe(self) -> str:
+        return "os.environ"
+
+    def python_type(self) -> type:
+        return type(self.environ)
+
+    def _read(self, tx: TraceSession, key: Value) -> Value | None:
+        assert self.source is not None
+        name = key.as_constant()
+        if name in self.environ:
+            return tx.wrap(self.environ[name], ItemSource(self.source, name))
+        tx.guard_false(ContainsSource(self.source, name))
+        return None
+
+    def getitem(self, tx: TraceSession, key: Value) -> Value:
+        found = self._read(tx, key)
+        if found is None:
+            raise Unsupported(f"os.environ[{key.as_constant()!r}] of an unset variable (KeyError)")
+        return found
+
+    def contains(self, tx: TraceSession, item: Value) -> bool:
+        return self._read(tx, item) is not None
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        from .functions import BoundBuiltinMethod
+
+        if name == "get":
+            return BoundBuiltinMethod(self, name)
+        raise Unsupported(f"os.environ.{name}")
+
+    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+        found = self._read(tx, args[0])
+        if found is not None:
+            return found
+        return args[1] if len(args) > 1 else ConstantValue(None)
+
+
+class WeakRefValue(Value):
+    """A weak reference from the inputs; calling it reads its target through the reference."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref: Any, source: Source) -> None:
+        super().__init__(source)
+        self.ref = ref
+
+    def describe(self) -> str:
+        return "a weak reference"
+
+    def python_type(self) -> type:
+        return type(self.ref)
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        from .._sources import WeakRefTargetSource
+
+        if args or kwargs:
+            raise Unsupported("calling a weak reference with arguments (TypeError)")
+        assert self.source is not None
+        return tx.wrap(self.ref(), WeakRefTargetSource(self.source))
+
+
+_LOGGER_METHODS = frozenset(
+    [
+        "debug",
+        "info",
+        "warning",
+        "warn",
+        "error",
+        "critical",
+        "exception",
+        "log",
+        "warning_once",
+        "info_once",
+    ]
+)
+
+
+class LoggingCallValue(Value):
+    """A logging method (``logger.warning``, ``logger.warning_once``, ...).
+
+    Logging is output, not data: the call runs once, while tracing, with its constant
+    arguments (so a message appears on the first call, like ``warning_once``), and is not
+    repeated by later calls of the compiled code.
+    """
+
+    __slots__ = ("method",)
+
+    def __init__(self, method: Any) -> None:
+        super().__init__(None)
+        self.method = method
+
+    def describe(self) -> str:
+        return f"logging method {getattr(self.method, '__name__', '?')}"
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported("a logging call with non-constant arguments")
+        self.method(
+            *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
+        )
+        return ConstantValue(None)

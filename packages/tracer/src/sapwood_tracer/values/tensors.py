@@ -1,0 +1,338 @@
+"""Tensors as proxies, and the torch callables that act on them.
+
+A :class:`TensorValue` holds the FX proxy of a graph node (or graph input) and its fake value;
+everything the interpreter learns about a tensor at trace time (shape, dtype, device, ...)
+is read from the fake value, and holds at run time because the inputs' properties are
+guarded (static shapes).
+
+Invariants:
+
+* Metadata reads (``shape``, ``dtype``, ``size()``, ``dim()``, ...) are answered from the fake
+  value and never create nodes.
+* Any operation whose result depends on tensor data (``item()``, ``bool(t)``, ``tolist()``)
+  is refused: there is no value to branch on while tracing.
+* Every other tensor method and torch function becomes one graph node, created through
+  sapwood_graph, which runs the fake kernel; its fake result decides the result's value kind.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sapwood_graph import FakePropagationError, Source
+
+from ..errors import Unsupported
+from .base import ConstantValue, Value, attribute_missing
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = [
+    "TensorMethodValue",
+    "TensorValue",
+    "TorchFunctionValue",
+    "to_graph_arg",
+    "wrap_graph_result",
+]
+
+
+class TensorValue(Value):
+    """A tensor in the graph: an FX proxy and its fake value."""
+
+    __slots__ = ("fake", "input_source", "input_type", "proxy")
+
+    def __init__(self, proxy: Any, fake: torch.Tensor, input_source: Source | None = None) -> None:
+        super().__init__(input_source)
+        self.proxy = proxy
+        self.fake = fake
+        self.input_source = input_source
+        self.input_type: type = torch.Tensor
+
+    def describe(self) -> str:
+        return f"a tensor ({str(self.fake.dtype).removeprefix('torch.')}, {list(self.fake.shape)})"
+
+    def python_type(self) -> type:
+        return self.input_type
+
+    def is_input(self) -> bool:
+        return self.input_source is not None
+
+    # -- metadata ----------------------------------------------------------------------------
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        fake = self.fake
+        if name in _STATIC_ATTRS:
+            return ConstantValue(_static_value(getattr(fake, name)))
+        if name in _DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name} (its result depends on tensor data)")
+        if name == "T":
+            if fake.dim() < 2:
+                return self
+            dims = tuple(range(fake.dim() - 1, -1, -1))
+            return tx.graph.call_method(tx, "permute", [self, ConstantValue(dims)], {})
+        if name == "mT":
+            return tx.graph.call_method(
+                tx, "transpose", [self, ConstantValue(-2), ConstantValue(-1)], {}
+            )
+        if name in ("real", "imag"):
+            return tx.graph.call_function(tx, getattr(torch, name), [self], {})
+        if name in _REFUSED_ATTRS:
+            raise Unsupported(f"Tensor.{name}", hint=_REFUSED_ATTRS[name])
+        if name in _METADATA_METHODS or callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodValue(self, name)
+        raise attribute_missing(self.describe(), name)
+
+    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+        raise Unsupported(f"assigning Tensor.{name}")
+
+    def truth(self, tx: TraceSession) -> bool:
+        raise Unsupported(
+            "branching on a tensor's value (data-dependent control flow)",
+            hint="Branch on a Python value instead, or use torch.where.",
+        )
+
+    def length(self, tx: TraceSession) -> int:
+        if self.fake.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor (TypeError)")
+        return int(self.fake.shape[0])
+
+    def unpack(self, tx: TraceSession) -> list[Value]:
+        n = self.length(tx)
+        return [
+            tx.graph.call_function(tx, operator.getitem, [self, ConstantValue(i)], {})
+            for i in range(n)
+        ]
+
+    def getitem(self, tx: TraceSession, key: Value) -> Value:
+        return tx.graph.call_function(tx, operator.getitem, [self, key], {})
+
+    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+        tx.graph.call_function(tx, operator.setitem, [self, key, value], {})
+
+    def contains(self, tx: TraceSession, item: Value) -> bool:
+        raise Unsupported("'in' on a tensor (data-dependent)")
+
+
+def _is_fake(t: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+def _static_value(v: Any) -> Any:
+    if isinstance(v, torch.Size):
+        return torch.Size(int(s) for s in v)
+    return v
+
+
+_STATIC_ATTRS = frozenset(
+    [
+        "shape",
+        "dtype",
+        "device",
+        "ndim",
+        "is_cuda",
+        "requires_grad",
+        "layout",
+        "is_sparse",
+        "is_quantized",
+        "is_meta",
+        "is_mkldnn",
+        "is_complex_dtype",
+        "is_nested",
+        "itemsize",
+        "nbytes",
+    ]
+)
+_DATA_DEPENDENT = frozenset(
+    ["item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "nonzero_static"]
+)
+_REFUSED_ATTRS = {
+    "data": "Use .detach() instead of .data inside compiled code.",
+    "grad": "Gradients are not visible inside a compiled function.",
+    "grad_fn": "Autograd history is not visible inside a compiled function.",
+    "_version": "Version counters are not visible inside a compiled function.",
+    "is_leaf": "Autograd leaf status is not visible inside a compiled function.",
+    "untyped_storage": "Storage access is not supported.",
+    "data_ptr": "Storage addresses are not known while tracing.",
+    "register_hook": "Tensor hooks are not supported.",
+    "retain_grad": "retain_grad is not supported.",
+    "backward": "Call backward() outside the compiled function.",
+    "requires_grad_": "Set requires_grad outside the compiled function.",
+}
+#: Tensor methods answered from the fake value (static metadata; never a node).
+_METADATA_METHODS = frozenset(
+    [
+        "size",
+        "stride",
+        "dim",
+        "ndimension",
+        "numel",
+        "nelement",
+        "element_size",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "is_signed",
+        "get_device",
+        "storage_offset",
+        "__len__",
+        "is_inference",
+        "has_names",
+        "is_pinned",
+        "is_shared",
+    ]
+)
+
+
+class TensorMethodValue(Value):
+    """``tensor.method`` before it is called."""
+
+    __slots__ = ("name", "tensor")
+
+    def __init__(self, tensor: TensorValue, name: str) -> None:
+        super().__init__(None)
+        self.tensor = tensor
+        self.name = name
+
+    def describe(self) -> str:
+        return f"Tensor.{self.name}"
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        name = self.name
+        if name in _METADATA_METHODS:
+            return metadata_call(tx, getattr(torch.Tensor, name), [self.tensor, *args], kwargs)
+        if name in _DATA_DEPENDENT or name in _REFUSED_ATTRS:
+            raise Unsupported(
+                f"Tensor.{name}()",
+                hint=_REFUSED_ATTRS.get(name, "Its result depends on tensor data."),
+            )
+        if name == "type" and not args and not kwargs:
+            return ConstantValue(self.tensor.fake.type())
+        return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
+
+
+def metadata_call(tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """Call ``fn`` on fake values for a static metadata result (no node)."""
+    fargs = [fake_arg(a) for a in args]
+    fkwargs = {k: fake_arg(v) for k, v in kwargs.items()}
+    on_tensors = any(isinstance(a, TensorValue) for a in [*args, *kwargs.values()])
+    try:
+        if on_tensors:
+            with tx.graph.fake_mode():
+                result = fn(*fargs, **fkwargs)
+        else:  # a question about global state: ask it outside the fake mode
+            result = fn(*fargs, **fkwargs)
+    except Exception as exc:
+        raise Unsupported(
+            f"{getattr(fn, '__name__', fn)} on fake tensors raising {type(exc).__name__}: {exc}"
+        ) from exc
+    if isinstance(result, torch.Tensor):
+        raise Unsupported(f"{getattr(fn, '__name__', fn)} returning a tensor from a metadata query")
+    if type(result) is tuple:
+        result = tuple(_static_value(r) for r in result)
+    return tx.wrap_trusted(_static_value(result))
+
+
+def fake_arg(value: Value) -> Any:
+    if isinstance(value, TensorValue):
+        return value.fake
+    if value.is_constant():
+        return value.as_constant()
+    raise Unsupported(f"passing {value.describe()} to a tensor metadata query")
+
+
+def to_graph_arg(tx: TraceSession, value: Value) -> Any:
+    """The argument to hand sapwood_graph for ``value`` (proxies for tensors, else constants)."""
+    from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
+
+    if isinstance(value, TensorValue):
+        return value.proxy
+    if isinstance(value, ConstantValue):
+        return value.value
+    if isinstance(value, SliceValue):
+        return slice(*(to_graph_arg(tx, p) for p in value.parts))
+    if isinstance(value, NamedTupleValue):
+        return tuple(to_graph_arg(tx, v) for v in value.items)
+    if isinstance(value, TupleValue):
+        return tuple(to_graph_arg(tx, v) for v in value.items)
+    if isinstance(value, ListValue):
+        return [to_graph_arg(tx, v) for v in value.items]
+    if isinstance(value, DictValue):
+        return {k.as_constant(): to_graph_arg(tx, v) for k, v in value.entries.values()}
+    if value.is_constant():
+        const = value.as_constant()
+        if isinstance(
+            const, (torch.dtype, torch.device, torch.layout, torch.memory_format, type(None))
+        ):
+            return const
+        if isinstance(const, (int, float, bool, complex, str)):
+            return const
+    raise Unsupported(f"passing {value.describe()} to a torch operation")
+
+
+def wrap_graph_result(tx: TraceSession, proxy: Any, fake: Any, what: str) -> Value:
+    from .containers import ListValue, NamedTupleValue, TupleValue
+
+    if isinstance(fake, torch.Tensor):
+        return TensorValue(proxy, fake)
+    if fake is None:
+        return ConstantValue(None)
+    if isinstance(fake, (tuple, list)) and all(
+        isinstance(f, torch.Tensor) or f is None for f in fake
+    ):
+        items: list[Value] = []
+        for i, f in enumerate(fake):
+            if f is None:
+                items.append(ConstantValue(None))
+            else:
+                items.append(TensorValue(tx.graph.getitem_proxy(proxy, i), f))
+        if isinstance(fake, list):
+            return ListValue(items)
+        if hasattr(type(fake), "n_fields") or hasattr(fake, "_fields"):
+            return NamedTupleValue(type(fake), items)
+        return TupleValue(items)
+    raise Unsupported(f"{what} returning {type(fake).__name__} (not a tensor)")
+
+
+class TorchFunctionValue(Value):
+    """A torch function (``torch.*``, ``torch.nn.functional.*``, ``Tensor.method`` unbound,
+    an op overload): calling it with values records a node."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def describe(self) -> str:
+        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        return f"torch function {name}"
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.fn
+
+    def getattr(self, tx: TraceSession, name: str) -> Value:
+        try:
+            attr = getattr(self.fn, name)
+        except AttributeError:
+            raise attribute_missing(self.describe(), name) from None
+        return tx.wrap_trusted(attr)
+
+    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        from .._torch_functions import call_torch_function
+
+        return call_torch_function(tx, self.fn, args, kwargs)
+
+
+def graph_error(exc: FakePropagationError) -> Unsupported:
+    hint = "The result depends on tensor data." if exc.data_dependent else ""
+    return Unsupported(f"the operation {exc.op} ({exc.reason})", hint=hint)
