@@ -108,9 +108,18 @@ def main(out: pathlib.Path) -> dict:
         dynamo = min(_first_call(_dynamo, build) for _ in range(2))
         result[name] = {"sapwood_s": ours, "dynamo_s": dynamo, "ratio": ours / dynamo}
         print(f"{name:<16}{ours:>9.3f}s{dynamo:>9.3f}s{ours / dynamo:>8.2f}")
+    report = {
+        **result,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "ratios": [
+            {"label": f"first call {name} / dynamo", "value": v["ratio"], "target": 0.5}
+            for name, v in result.items()
+        ],
+    }
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
-    return result
+    (out / f"{NAME}.json").write_text(json.dumps(report, indent=2))
+    return report
 
 
 if __name__ == "__main__":

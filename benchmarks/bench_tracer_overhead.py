@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import statistics
 import sys
 import timeit
 
@@ -39,14 +40,14 @@ def main(out: pathlib.Path) -> dict:
     dynamo = torch.compile(_fn, backend="eager")
     # interleave the measurements so machine noise hits both alike
     eager_t, ours_t, dynamo_t = [], [], []
-    for _ in range(3):
+    for _ in range(5):
         eager_t.append(_per_call(_fn, x, y))
         ours_t.append(_per_call(ours, x, y))
         dynamo_t.append(_per_call(dynamo, x, y))
     result = {
-        "eager_us": min(eager_t) * 1e6,
-        "sapwood_us": min(ours_t) * 1e6,
-        "dynamo_us": min(dynamo_t) * 1e6,
+        "eager_us": statistics.median(eager_t) * 1e6,
+        "sapwood_us": statistics.median(ours_t) * 1e6,
+        "dynamo_us": statistics.median(dynamo_t) * 1e6,
     }
     result["ratio_sapwood_over_dynamo"] = result["sapwood_us"] / result["dynamo_us"]
     print(f"{'per call':<22}{'eager':>10}{'sapwood':>10}{'dynamo':>10}{'ratio':>8}")
@@ -54,6 +55,15 @@ def main(out: pathlib.Path) -> dict:
         f"{'(x + y).relu() * 2':<22}{result['eager_us']:>8.2f}us{result['sapwood_us']:>8.2f}us"
         f"{result['dynamo_us']:>8.2f}us{result['ratio_sapwood_over_dynamo']:>8.2f}"
     )
+    result["python"] = sys.version.split()[0]
+    result["torch"] = torch.__version__
+    result["ratios"] = [
+        {
+            "label": "per call, (x + y).relu() * 2 / dynamo",
+            "value": result["ratio_sapwood_over_dynamo"],
+            "target": 1.0,
+        }
+    ]
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{NAME}.json").write_text(json.dumps(result, indent=2))
     return result

@@ -130,6 +130,13 @@ def main(out: pathlib.Path) -> dict:
         result["torch_tree_reserved_growth_both"] = None
         result["torch_tree_error"] = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
+    result["ratios"] = [
+        {
+            "label": "pool of both branches / larger branch",
+            "value": result["both_over_max"],
+            "target": 1.0,
+        },
+    ]
     mib = 1 << 20
     print(f"pool memory of branches A->B and A->B' ({result['device']}, torch {torch.__version__})")
     print(f"{'what':<44}{'MiB':>10}")

@@ -151,6 +151,14 @@ def main(out: pathlib.Path) -> dict:
         "target_ours_over_raw": 1.5,
         "target_ours_over_torch_tree": 0.6,
     }
+    result["ratios"] = [
+        {"label": "tree replay / raw graph replay + copy", "value": ours / raw, "target": 1.5},
+        {
+            "label": "tree replay / torch's tree runtime",
+            "value": result["ours_over_torch_tree"],
+            "target": 0.6,
+        },
+    ]
     print(
         f"replay overhead per call, 3 pointwise ops on 1x1024 ({result['device']}, torch {torch.__version__})"
     )

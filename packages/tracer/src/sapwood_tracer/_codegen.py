@@ -17,7 +17,7 @@ Values computed for the guards (``L['self'].fc.weight``, ...) are reused to feed
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -280,7 +280,7 @@ def _check(em: Emitter, guard: Guard, indent: str) -> str:
     if kind is GuardKind.TYPE_MATCH:
         return f"type({value}) is {em.const(expected)}"
     if kind is GuardKind.ID_MATCH:
-        obj = em.held.get(expected)  # type: ignore[arg-type]
+        obj = em.held.get(expected)  # type: ignore[call-overload]
         if obj is None:
             raise Unsupported(f"an identity guard on {source} whose object is not held")
         return f"{value} is {em.const(obj)}"
@@ -303,7 +303,7 @@ def _check(em: Emitter, guard: Guard, indent: str) -> str:
             f"type({value}) is {em.const(expected.tensor_type)}",
             f"{value}.dtype is {em.const(expected.dtype)}",
             f"{value}.device == {em.const(expected.device)}",
-            f"{value}.shape == {em.const(torch.Size(expected.shape))}",
+            f"{value}.shape == {em.const(torch.Size(cast(tuple[int, ...], expected.shape)))}",
             f"{value}.stride() == {em.const(tuple(expected.stride))}",
             f"{value}.requires_grad is {em.const(expected.requires_grad)}",
             f"_dispatch_keys({value}).raw_repr() == {em.const(expected.dispatch_keys)}",

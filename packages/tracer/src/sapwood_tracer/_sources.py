@@ -10,7 +10,7 @@ they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 import torch
 
@@ -29,7 +29,11 @@ __all__ = [
 ]
 
 
-def _frozen(cls: type) -> type:
+_S = TypeVar("_S")
+
+
+@dataclass_transform(frozen_default=True)
+def _frozen(cls: type[_S]) -> type[_S]:
     return dataclasses.dataclass(frozen=True, slots=True, repr=False)(cls)
 
 

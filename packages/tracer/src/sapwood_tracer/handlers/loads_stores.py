@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 
-from sapwood_graph import GlobalSource, ItemSource
+from sapwood_graph import GlobalSource, ItemSource, Source
 
 from .._frame import SymbolicFrame
 from .._instructions import Instruction
@@ -81,6 +81,7 @@ def global_value(frame: SymbolicFrame, name: str) -> Value:
     tx = frame.tx
     g = frame.f_globals
     if name in g:
+        source: Source
         if frame.globals_source is None and g is tx.f_globals:
             source = GlobalSource(name)
         else:

@@ -76,7 +76,8 @@ class RealCellValue(Value):
             contents = self.cell.cell_contents
         except ValueError:
             raise Unsupported(f"free variable {name!r} read before assignment") from None
-        self.stored = tx.wrap(contents, self.source)
+        # a cell made inside the trace is stored to before it is read, so it has a value here
+        self.stored = tx.wrap(contents, self.source)  # type: ignore[arg-type]
         return self.stored
 
     def store(self, tx: TraceSession, value: Value | None) -> None:
