@@ -20,6 +20,8 @@ from torch import nn
 
 import sapwood_tracer
 
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "integration-tests"))
+
 GPU = False
 NAME = "tracer_first_call"
 
@@ -37,36 +39,16 @@ def _mlp():
 
 
 def _hf(kind):
+    """The integration tests' tiny Hugging Face model, for inference (no labels)."""
     try:
         import transformers
     except ImportError:
         return None
+    from zoo import build_hf
+
     transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    ids = torch.randint(0, 99, (1, 16))
-    if kind == "gpt2":
-        cfg = transformers.GPT2Config(
-            n_layer=2,
-            n_head=2,
-            n_embd=32,
-            vocab_size=99,
-            n_positions=64,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        model = transformers.GPT2LMHeadModel(cfg)
-    else:
-        cfg = transformers.LlamaConfig(
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            vocab_size=99,
-            max_position_embeddings=64,
-        )
-        model = transformers.LlamaForCausalLM(cfg)
-    return model.eval(), (), {"input_ids": ids, "use_cache": False}
+    model, inputs = build_hf(kind)
+    return model.eval(), (), {k: v for k, v in inputs.items() if k != "labels"}
 
 
 def _first_call(compile_fn, build) -> float:
