@@ -39,6 +39,20 @@ nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 
 
+def _editable_sapwood_args() -> list[str]:
+    """pip arguments that install every sapwood package and the meta-package, editable, alone."""
+    args = ["--no-deps"]
+    for folder in [*PACKAGES.values(), ROOT]:
+        args += ["-e", str(folder)]
+    return args
+
+
+def _sources_pythonpath() -> str:
+    """Every package's ``src/`` ahead of the existing PYTHONPATH (GPU machine: no installs)."""
+    src_paths = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
+    return os.pathsep.join([*src_paths, os.environ.get("PYTHONPATH", "")])
+
+
 def _install_stack_editable(session: nox.Session, *extra: str) -> None:
     """Install torch (CPU, pinned), the runtime deps and every sapwood package in editable mode.
 
@@ -49,11 +63,7 @@ def _install_stack_editable(session: nox.Session, *extra: str) -> None:
     """
     session.install(CPU_TORCH)
     session.install(*RUNTIME_DEPS, *extra)
-    args: list[str] = ["--no-deps"]
-    for folder in PACKAGES.values():
-        args += ["-e", str(folder)]
-    args += ["-e", str(ROOT)]
-    session.install(*args)
+    session.install(*_editable_sapwood_args())
 
 
 def _test_paths() -> list[str]:
@@ -104,12 +114,10 @@ def gpu(session: nox.Session) -> None:
         "print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', ok, "
         "torch.cuda.get_device_name() if ok else ''); sys.exit(0 if ok else 3)",
     )
-    src_paths = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
-    pythonpath = os.pathsep.join([*src_paths, os.environ.get("PYTHONPATH", "")])
     paths = [str(folder / "tests") for folder in PACKAGES.values()]
     paths.append(str(ROOT / "integration-tests"))
     paths = [p for p in paths if Path(p).is_dir()]
-    env = {"PYTHONPATH": pythonpath, "SAPWOOD_REQUIRE_GPU": "1"}
+    env = {"PYTHONPATH": _sources_pythonpath(), "SAPWOOD_REQUIRE_GPU": "1"}
     workers = session.env.get("SAPWOOD_TEST_WORKERS", "8")
     common = [python, "-m", "pytest", "-p", "no:cacheprovider"]
     targets = session.posargs or paths  # `nox -s gpu -- PATH -k NAME` narrows the run
@@ -135,11 +143,7 @@ def contracts(session: nox.Session) -> None:
     the source and never runs it, so torch is not needed here.
     """
     session.install("import-linter>=2.1")
-    args: list[str] = ["--no-deps"]
-    for folder in PACKAGES.values():
-        args += ["-e", str(folder)]
-    args += ["-e", str(ROOT)]
-    session.install(*args)
+    session.install(*_editable_sapwood_args())
     session.run("lint-imports", "--config", str(ROOT / "pyproject.toml"))
 
 
@@ -189,8 +193,6 @@ def bench(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def bench_gpu(session: nox.Session) -> None:
     """The GPU benchmarks, on the GPU machine with its own torch (see ``gpu``)."""
-    src_paths = [str(folder / "src") for folder in PACKAGES.values()] + [str(ROOT / "src")]
-    pythonpath = os.pathsep.join([*src_paths, os.environ.get("PYTHONPATH", "")])
     out = Path(os.environ.get("SAPWOOD_BENCH_OUT", str(ROOT / "bench-results")))
     out.mkdir(parents=True, exist_ok=True)
     session.run(
@@ -200,13 +202,13 @@ def bench_gpu(session: nox.Session) -> None:
         "--out",
         str(out),
         *session.posargs,
-        env={"PYTHONPATH": pythonpath},
+        env={"PYTHONPATH": _sources_pythonpath()},
     )
 
 
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build a wheel and an sdist of every package and of the meta-package with hatch."""
+    """Build a wheel of every package and of the meta-package with hatch, into dist/."""
     session.install("hatch>=1.12")
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)

@@ -83,6 +83,27 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+class CountingBackend:
+    """A named backend that also keeps every graph it is given, to count graphs and ops."""
+
+    def __init__(self, name: str) -> None:
+        import sapwood_backend
+
+        self.inner = sapwood_backend.lookup_backend(name)
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[object]) -> object:
+        self.graphs.append(gm)
+        return self.inner(gm, example_inputs)
+
+
+def output_tensors(output: object) -> list[torch.Tensor]:
+    """The tensors of a model's output in order (a Hugging Face ``ModelOutput`` or any pytree)."""
+    values = output.to_tuple() if hasattr(output, "to_tuple") else output
+    leaves = torch.utils._pytree.tree_leaves(values)
+    return [v for v in leaves if isinstance(v, torch.Tensor)]
+
+
 def build(name: str, device: str = "cpu") -> tuple[nn.Module, torch.Tensor]:
     """A seeded model and an example input: ``mlp``, ``cnn`` or ``gpt``."""
     torch.manual_seed(0)

@@ -8,30 +8,15 @@ gets the MLP only; the other backends get every model.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 import torch
-from zoo import NAMES, build
+from zoo import NAMES, CountingBackend, build
 
 import sapwood
 
 INFERENCE = [(b, m) for b in ("eager", "aot_eager") for m in NAMES] + [("inductor", "mlp")]
 TRAINING = [("aot_eager", m) for m in NAMES] + [("inductor", "mlp")]
-
-
-class CountingBackend:
-    """Counts the graphs a backend is given, and their ops, then defers to a named backend."""
-
-    def __init__(self, name: str) -> None:
-        import sapwood_backend
-
-        self.inner = sapwood_backend.lookup_backend(name)
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs.append(gm)
-        return self.inner(gm, example_inputs)
 
 
 @pytest.fixture(autouse=True)

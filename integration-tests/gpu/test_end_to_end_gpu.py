@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from zoo import HF_NAMES, NAMES, build, build_hf
+from zoo import HF_NAMES, NAMES, build, build_hf, output_tensors
 
 import sapwood
 
@@ -89,12 +89,6 @@ def test_inference_and_training_models_share_one_process() -> None:
         torch.testing.assert_close(loss, loss_ref, rtol=2e-3, atol=2e-3)
 
 
-def _hf_tensors(output: object) -> list[torch.Tensor]:
-    values = output.to_tuple() if hasattr(output, "to_tuple") else output
-    leaves = torch.utils._pytree.tree_leaves(values)
-    return [v for v in leaves if isinstance(v, torch.Tensor)]
-
-
 @pytest.mark.parametrize("name", HF_NAMES)
 def test_transformers_reduce_overhead_inference_matches_eager(name: str) -> None:
     pytest.importorskip("transformers")
@@ -102,9 +96,9 @@ def test_transformers_reduce_overhead_inference_matches_eager(name: str) -> None
     model.eval()
     compiled = sapwood.compile(model, mode="reduce-overhead")
     with torch.no_grad():
-        expected = _hf_tensors(model(**inputs))
+        expected = output_tensors(model(**inputs))
         for _ in range(3):
-            got = _hf_tensors(compiled(**inputs))
+            got = output_tensors(compiled(**inputs))
             assert len(got) == len(expected)
             for a, b in zip(got, expected):
                 torch.testing.assert_close(a, b, rtol=2e-3, atol=2e-3)
