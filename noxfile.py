@@ -29,7 +29,7 @@ PACKAGES = {
     "sapwood_backend": ROOT / "packages" / "backend",
 }
 # Third-party packages the sapwood packages import (torch comes separately, pinned).
-RUNTIME_DEPS = ["sympy>=1.13"]
+RUNTIME_DEPS = ["sympy>=1.13", "bytecode>=0.16"]
 TEST_DEPS = ["pytest>=8", "pytest-xdist>=3", "hypothesis>=6.100", "import-linter>=2.1"]
 INTEGRATION_DEPS = ["transformers>=4.46,<6"]
 # Third-party test-time deps that the GPU machine has no copy of travel as wheels in .whl/.

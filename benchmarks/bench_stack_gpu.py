@@ -11,6 +11,11 @@ Columns: eager, torch.compile(mode="reduce-overhead"), sapwood.compile(mode="red
 and torch.compile(backend=sapwood_backend.torch_backend()) (torch's capture on sapwood's
 trees). Ratios are against torch.compile reduce-overhead. A column that fails is reported
 with its error and does not stop the others.
+
+``python benchmarks/bench_stack_gpu.py [OUT] [--profile]``: with ``--profile``, each compiled
+column's training step is also profiled after it is timed (the functions with the most own
+time, and the time per step spent inside sapwood's tree runtime and per kind of output its
+nodes build), to show where the host time of a step goes.
 """
 
 from __future__ import annotations
@@ -79,7 +84,66 @@ def _raw_graph_tiny(torch: Any, x: Any) -> float:
     return per_call_seconds(replay, calls=2000, sync=torch.cuda.synchronize)
 
 
-def main(out: Path) -> dict[str, Any]:
+def _profile_training(column: str, step: Any, torch: Any) -> None:
+    """Where a training step's host time goes: own time per function, and the tree runtime's."""
+    import cProfile
+    import io
+    import pstats
+    import time
+
+    from sapwood_cudagraph_trees import _api
+    from sapwood_cudagraph_trees._runtime import TreeFunction
+
+    inside = [0.0]
+    original = TreeFunction.__call__
+
+    def timed(self: Any, inputs: list[Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(self, inputs)
+        finally:
+            inside[0] += time.perf_counter() - start
+
+    TreeFunction.__call__ = timed  # type: ignore[method-assign]
+    try:
+        steps = 200
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        total = (time.perf_counter() - start) / steps
+    finally:
+        TreeFunction.__call__ = original  # type: ignore[method-assign]
+    print(
+        f"[{column}] profile: step {fmt_time(total)}, inside the tree runtime "
+        f"{fmt_time(inside[0] / steps)} per step"
+    )
+    runtime = _api._runtimes.get(0)
+    if runtime is not None:
+        for node in runtime.tree.nodes():
+            if node.replays:
+                kinds = [g for g, _ in node.plan]
+                print(
+                    f"[{column}]   node #{node.id} {node.mode}: {len(kinds)} outputs, "
+                    f"{sum(1 for g in kinds if g in node.handed_groups)} reused, "
+                    f"{sum(1 for g in kinds if g >= 0 and g not in node.handed_groups)} built "
+                    f"anew, {kinds.count(-1)} input objects, {kinds.count(-3)} views of "
+                    f"inputs; {len(node.address_checks)} address checks, {len(node.copies)} "
+                    f"copies, {len(node.fit_checks)} liveness checks"
+                )
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(50):
+        step()
+    torch.cuda.synchronize()
+    profiler.disable()
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(22)
+    print(f"[{column}] cProfile of 50 steps, by own time:\n{text.getvalue()}")
+
+
+def main(out: Path, profile: bool = False) -> dict[str, Any]:
     import torch
 
     if not torch.cuda.is_available():
@@ -132,6 +196,8 @@ def main(out: Path) -> dict[str, Any]:
                 step()
             per_call = per_call_seconds(step, calls=50, sync=sync)
             results["gpt_train_step"][column] = {"per_call": per_call, "first_call": first}
+            if profile and column != "eager":
+                _profile_training(column, step, torch)
             if "sapwood" in column:
                 import sapwood_cudagraph_trees
 
@@ -197,4 +263,5 @@ def main(out: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("bench-results"))
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(Path(paths[0]) if paths else Path("bench-results"), profile="--profile" in sys.argv)

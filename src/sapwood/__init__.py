@@ -7,6 +7,9 @@
     compiled = sapwood.compile(model)                           # Inductor
     compiled = sapwood.compile(model, mode="reduce-overhead")   # + CUDA graph trees
     compiled = sapwood.compile(model, backend="eager")          # capture only
+    compiled = sapwood.compile(model, dynamic=True)             # symbolic sizes from the start
+    sapwood.mark_dynamic(tokens, 1)                             # or per input and dim
+    print(sapwood.explain(model)(tokens))                       # graphs, breaks, guards
 
 The packages underneath can be used on their own: ``sapwood_graph`` (graph building),
 ``sapwood_tracer`` (bytecode capture), ``sapwood_cudagraph_trees`` (the tree runtime) and
@@ -19,13 +22,29 @@ import sapwood_cudagraph_trees as _trees
 import sapwood_tracer as _tracer
 from sapwood_backend import compile, list_backends, register_backend
 from sapwood_cudagraph_trees import mark_step_begin
+from sapwood_tracer import (
+    allow_in_graph,
+    disable,
+    disallow_in_graph,
+    explain,
+    graph_break,
+    mark_dynamic,
+    mark_static,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "allow_in_graph",
     "compile",
+    "disable",
+    "disallow_in_graph",
+    "explain",
+    "graph_break",
     "list_backends",
+    "mark_dynamic",
+    "mark_static",
     "mark_step_begin",
     "register_backend",
     "reset",

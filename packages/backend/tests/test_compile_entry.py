@@ -147,3 +147,22 @@ def test_a_compiled_module_signals_once_per_top_level_call(
     wrapped(example)
     wrapped(example)
     assert len(generations) == 2
+
+
+def test_a_tracer_compiled_module_signals_without_module_hooks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sapwood_cudagraph_trees
+    import sapwood_tracer
+    from sapwood_backend import entry
+
+    generations: list[int] = []
+    monkeypatch.setattr(sapwood_cudagraph_trees, "new_generation", lambda: generations.append(1))
+    model, example = model_and_input("mlp")
+    compiled = sapwood_tracer.compile(model, backend=lambda gm, ex: gm.forward)
+    wrapped = entry._signal_generations(compiled)
+    for _ in range(3):
+        torch.testing.assert_close(wrapped(example), model(example))
+    assert len(generations) == 3
+    # no hooks: nn.Module's fast call path stays on
+    assert not wrapped._forward_hooks and not wrapped._forward_pre_hooks

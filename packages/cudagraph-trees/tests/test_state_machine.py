@@ -1,5 +1,9 @@
 """A hypothesis state machine over the runtime: random calls, kept and dropped outputs, steps.
 
+Every function is wrapped twice: once plain, once with all its outputs declared reusable (the
+same tensor objects come back once they are free), so both ways of handing out outputs meet
+the same random sequences.
+
 Checked after every step: each output still held and not invalidated equals the value eager
 PyTorch computed when it was produced; outputs of an earlier step are refused after
 ``mark_step_begin`` and the next call; after ``reset`` the pool holds no live block.
@@ -38,6 +42,10 @@ def f_reduce(xs):
 
 
 FUNCTIONS = [f_pointwise, f_views, f_affine, f_reduce]
+# (function, outputs declared reusable): each function plain and with every output reusable
+WRAPPINGS = [(fn, reuse) for reuse in ((), (0, 1, 2)) for fn in FUNCTIONS]
+# which outputs of a call are kept: mostly dropped, so that graphs replay often
+KEEP = st.lists(st.sampled_from([False, False, False, True]), min_size=3, max_size=3)
 
 
 def machine_for(device: torch.device, index: int, check_stale):
@@ -56,13 +64,15 @@ def machine_for(device: torch.device, index: int, check_stale):
                     device_index=index,
                     mode="inference",
                     max_recordings=4,
+                    reusable_output_idxs=reuse,
                 )
-                for fn in FUNCTIONS
+                for fn, reuse in WRAPPINGS
             ]
             self.kept: list[tuple[torch.Tensor, torch.Tensor]] = []
             self.doomed: list[torch.Tensor] = []
             self.stale: list[torch.Tensor] = []
             self.step_pending = False
+            self.last_call = 0
 
         def _input(self, source: int) -> torch.Tensor:
             usable = [t for t, _ in self.kept if t.shape == (4,)]
@@ -71,13 +81,14 @@ def machine_for(device: torch.device, index: int, check_stale):
             return torch.randn(4, device=device)
 
         @rule(
-            which=st.integers(0, len(FUNCTIONS) - 1),
+            which=st.integers(0, len(WRAPPINGS) - 1),
             source=st.integers(0, 5),
-            keep=st.lists(st.booleans(), min_size=3, max_size=3),
+            keep=KEEP,
         )
         def call(self, which: int, source: int, keep: list[bool]) -> None:
+            self.last_call = which
             x = self._input(source)
-            fn = FUNCTIONS[which]
+            fn = WRAPPINGS[which][0]
             args = [self.weight, x] if fn is f_affine else [x]
             expected = [e.clone() for e in fn(list(args))]
             outs = self.wrapped[which](list(args))
@@ -90,10 +101,23 @@ def machine_for(device: torch.device, index: int, check_stale):
                 if k:
                     self.kept.append((out, exp))
 
+        @rule(
+            source=st.integers(0, 5),
+            keep=KEEP,
+        )
+        def call_again(self, source: int, keep: list[bool]) -> None:
+            # the same function again: warm-up, recording and replays of one key in a row
+            self.call(self.last_call, source, keep)
+
         @rule(index=st.integers(0, 20))
         def drop(self, index: int) -> None:
             if self.kept:
                 self.kept.pop(index % len(self.kept))
+
+        @rule()
+        def drop_all(self) -> None:
+            # with nothing kept, the next calls replay: reused outputs are handed out again
+            self.kept = []
 
         @rule()
         def step(self) -> None:
@@ -137,7 +161,7 @@ def test_state_machine_on_the_simulated_device() -> None:
 
     try:
         machine = machine_for(torch.device("cpu"), SIM_INDEX, check_stale)
-        run_state_machine_as_test(machine, settings=settings(stateful_step_count=25))
+        run_state_machine_as_test(machine, settings=settings(stateful_step_count=60))
     finally:
         _api._uninstall_layer(SIM_INDEX)
 

@@ -236,6 +236,62 @@ def test_compiled_result_equals_eager_with_new_sizes():
     torch.testing.assert_close(got, torch.cat([t, t * 4]).sum(1))
 
 
+def test_a_graph_with_symbols_gives_the_backend_fake_examples_of_its_shape_env():
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    og = OutputGraph()
+    x = og.create_graph_input(X, torch.randn(5, 3), dynamic_dims=[0])
+    n = og.create_graph_input(LocalSource("n"), 3)
+    backend = CountingBackend()
+    og.compile(x * n, backend)
+    ((_, examples),) = backend.calls
+    size, fake, count = examples
+    assert isinstance(fake, FakeTensor) and fake.fake_mode is og.fake_mode
+    assert isinstance(size, torch.SymInt)
+    assert size.node.expr == fake.shape[0].node.expr
+    assert isinstance(count, torch.SymInt)
+
+
+def test_a_static_graph_gives_the_backend_real_examples():
+    og = OutputGraph()
+    t = torch.randn(2, 3)
+    x = og.create_graph_input(X, t)
+    backend = CountingBackend()
+    og.compile(x + 1, backend)
+    ((_, examples),) = backend.calls
+    assert examples[0] is t
+
+
+def test_assumptions_a_backend_adds_while_compiling_are_guards():
+    def bounding_backend(gm, example_inputs):
+        size = example_inputs[0]
+        assert bool(size <= 100)  # a backend specialising, as Inductor bounds sizes
+        return gm.forward
+
+    og = OutputGraph()
+    x = og.create_graph_input(X, torch.randn(5, 3), dynamic_dims=[0])
+    compiled = og.compile(x + 1, bounding_backend)
+    rendered = [g.render() for g in compiled.guards.of_kind(GuardKind.SHAPE)]
+    assert "L['x'].size()[0] <= 100" in rendered
+
+
+def test_strides_that_depend_on_symbolic_sizes_are_shape_guards():
+    og = OutputGraph()
+    x = og.create_graph_input(X, torch.randn(3, 5).t(), dynamic_dims=[0, 1])
+    compiled = og.compile(x * 2, CountingBackend())
+    rendered = [g.render() for g in compiled.guards.of_kind(GuardKind.SHAPE)]
+    assert "L['x'].stride()[1] == L['x'].size()[0]" in rendered
+    (spec,) = [g.expected for g in compiled.guards.of_kind(GuardKind.TENSOR_MATCH)]
+    assert spec.stride == (1, None)
+
+
+def test_a_dynamic_strided_view_keeps_its_real_strides():
+    og = OutputGraph()
+    view = torch.randn(8, 4)[::2]
+    x = og.create_graph_input(X, view, dynamic_dims=[0])
+    assert x.node.meta["example_value"].stride() == view.stride()
+
+
 def test_cleanup_hooks_run_once_last_first():
     calls = []
     og = OutputGraph()

@@ -71,9 +71,9 @@ def test_backend_receives_example_inputs(backend):
     assert len(seen) == 1 and len(seen[0]) == 2
 
 
-def test_dynamic_true_is_refused():
-    with pytest.raises(ValueError, match="dynamic"):
-        sapwood_tracer.compile(lambda x: x, backend=lambda gm, ex: gm.forward, dynamic=True)
+def test_dynamic_other_than_none_true_false_is_refused():
+    with pytest.raises(TypeError, match="dynamic"):
+        sapwood_tracer.compile(lambda x: x, backend=lambda gm, ex: gm.forward, dynamic="yes")
 
 
 def test_non_callables_are_refused():
@@ -88,7 +88,9 @@ def test_unknown_opcode_is_reported_by_name(monkeypatch):
     del table["BINARY_OP"]
     monkeypatch.setattr(_registry, "_tables", {(3, 11): table, (3, 12): table})
     with pytest.raises(Unsupported, match="opcode BINARY_OP"):
-        sapwood_tracer.compile(lambda x: x + 1, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(lambda x: x + 1, fullgraph=True, backend=lambda gm, ex: gm.forward)(
+            X
+        )
 
 
 def test_changing_a_default_after_compiling_is_seen(backend):
@@ -131,4 +133,4 @@ def test_errors_inside_library_code_name_the_users_line():
     with pytest.raises(
         sapwood_tracer.Unsupported, match=r"copy\.py:\d+, reached from .*test_api\.py:\d+"
     ):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)

@@ -71,7 +71,7 @@ def test_failing_assert_is_unsupported():
         return x
 
     with pytest.raises(Unsupported, match="AssertionError"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)
 
 
 def test_no_grad_and_enable_grad_blocks(check):
@@ -141,7 +141,7 @@ def test_raise_is_unsupported_with_location():
         return x
 
     with pytest.raises(Unsupported, match=r"ValueError.*test_control_flow\.py:\d+"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)
 
 
 class _Scaled:
@@ -177,7 +177,7 @@ def test_library_context_managers_without_python_enter_are_refused():
             return x
 
     with pytest.raises(Unsupported):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)
 
 
 def test_no_grad_as_a_decorator_of_a_helper(check):

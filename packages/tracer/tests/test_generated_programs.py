@@ -154,3 +154,86 @@ def test_generated_programs_match_eager(lines, n0, n1):
         want = program(*args, n0, n1)
         torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"{m}\n{source}")
     assert len(graphs) == 1, source
+
+
+# -- with graph breaks ---------------------------------------------------------------------
+
+
+def breaking_statement(depth: int = 0) -> st.SearchStrategy[list[str]]:
+    """The statements above plus constructs that break the graph and side effects on the
+    inputs ``log`` (a list), ``state`` (a dict) and ``box`` (an object)."""
+    printing = st.tuples(st.sampled_from(TENSORS), st.sampled_from(INTS)).map(
+        lambda p: [f"print('v', {p[1]}, round(float({p[0]}.sum()), 3))"]
+    )
+    item = st.tuples(st.sampled_from(INTS), st.sampled_from(TENSORS)).map(
+        lambda p: [f"{p[0]} = int({p[1]}.abs().sum().item()) % 5"]
+    )
+    explicit = st.just(["sapwood_tracer.graph_break()"])
+    effects = st.tuples(st.sampled_from(TENSORS), st.sampled_from(INTS)).map(
+        lambda p: [
+            f"log.append({p[0]} * 2)",
+            f"state['k{{}}'.format({p[1]} % 3)] = {p[1]}",
+            f"box.v = {p[0]} + len(log)",
+        ]
+    )
+    plain = statement(2)
+    simple = st.one_of(plain, printing, item, explicit, effects)
+    if depth >= 2:
+        return simple
+
+    def indent(lines: list[str]) -> list[str]:
+        return ["    " + line for line in lines]
+
+    body = st.lists(breaking_statement(depth + 1), min_size=1, max_size=2).map(
+        lambda ls: [x for stmt in ls for x in stmt]
+    )
+    data_branch = st.tuples(st.sampled_from(TENSORS), body, body).map(
+        lambda p: [f"if {p[0]}.sum() > 0:", *indent(p[1]), "else:", *indent(p[2])]
+    )
+    loop = st.tuples(st.integers(0, 3), body).map(
+        lambda p: [f"for i in range({p[0]}):", *indent(p[1])]
+    )
+    return st.one_of(simple, simple, data_branch, loop)
+
+
+breaking_programs = st.lists(breaking_statement(), min_size=1, max_size=5).map(
+    lambda ls: [x for stmt in ls for x in stmt]
+)
+
+
+class _Box:
+    v: object = None
+
+
+def _build_breaking(lines: list[str]):
+    source = PRELUDE + "def program(t0, t1, t2, n0, n1, log, state, box):\n"
+    source += "\n".join("    " + x for x in lines)
+    source += "\n    return t0, [t1, (t2, n0)], {'n1': n1}\n"
+    namespace = {"torch": torch, "sapwood_tracer": sapwood_tracer}
+    exec(compile(source, "<generated>", "exec"), namespace)
+    return namespace["program"], source
+
+
+@given(breaking_programs, st.integers(-2, 3), st.integers(-2, 3))
+def test_generated_programs_with_graph_breaks_match_eager(lines, n0, n1):
+    import contextlib
+    import io
+
+    program, source = _build_breaking(lines)
+    sapwood_tracer.reset()
+    compiled = sapwood_tracer.compile(program, backend=lambda gm, ex: gm.forward)
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(3, 3, generator=gen) for _ in range(3)]
+    for _ in range(2):
+        runs = []
+        for fn in (program, compiled):
+            log, state, box = [], {"k0": -1}, _Box()
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                result = fn(*args, n0, n1, log, state, box)
+            runs.append((result, log, state, box.v, out.getvalue()))
+        (want, *want_state), (got, *got_state) = runs
+        torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"{m}\n{source}")
+        torch.testing.assert_close(got_state[:3], want_state[:3], msg=lambda m: f"{m}\n{source}")
+        # every print ran exactly once, in order
+        assert got_state[3] == want_state[3], source

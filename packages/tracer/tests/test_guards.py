@@ -251,7 +251,8 @@ def test_recompile_limit_falls_back_to_eager_with_one_warning(backend, same):
     def fn(x, n):
         return x * n
 
-    compiled = sapwood_tracer.compile(fn, backend=backend)
+    # dynamic=False: with the default policy, n would become symbolic on the second call
+    compiled = sapwood_tracer.compile(fn, backend=backend, dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(12):

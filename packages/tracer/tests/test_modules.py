@@ -154,7 +154,7 @@ def test_backward_hooks_are_refused():
     net = nn.Sequential(nn.Linear(4, 4))
     net[0].register_full_backward_hook(lambda mod, gin, gout: None)
     with pytest.raises(Unsupported, match="backward hooks"):
-        sapwood_tracer.compile(net, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(net, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)
 
 
 def test_hooks_on_the_compiled_module_itself_are_honoured(backend, same):
@@ -192,7 +192,7 @@ def test_constructing_a_module_with_weights_inside_forward_is_refused():
         return nn.Linear(4, 4)(x)
 
     with pytest.raises(Unsupported, match="module"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)
 
 
 def test_compiling_a_bound_method(backend, same):

@@ -225,26 +225,40 @@ def test_exceptions_raised_by_constant_folding_are_unsupported():
         return x * (1 // 0)
 
     with pytest.raises(Unsupported, match="ZeroDivisionError"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X)
 
 
-def test_global_assignment_is_refused():
+def test_global_assignments_are_written_back_after_the_graph(backend):
     def fn(x):
         global _SOME_GLOBAL
-        _SOME_GLOBAL = 1
-        return x
+        _SOME_GLOBAL = x * 2
+        return _SOME_GLOBAL + 1  # the trace reads its own pending write
 
-    with pytest.raises(Unsupported, match="global"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    compiled = sapwood_tracer.compile(fn, fullgraph=True, backend=backend)
+    for x in (X, X + 1):
+        out = compiled(x)
+        assert torch.equal(out, x * 2 + 1)
+        assert torch.equal(globals()["_SOME_GLOBAL"], x * 2)
+    assert backend.count == 1
 
 
-def test_mutating_an_input_list_is_refused():
-    def fn(xs):
-        xs.append(1)
+def test_mutations_of_input_lists_and_dicts_are_written_back(backend):
+    def fn(xs, d):
+        xs.append(xs[0] * 2)
+        xs[0] = xs[0] + 1
+        d["new"] = len(xs)
+        del d["old"]
         return xs[0]
 
-    with pytest.raises(Unsupported, match="passed in"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)([X])
+    compiled = sapwood_tracer.compile(fn, fullgraph=True, backend=backend)
+    xs, d = [X], {"old": 1, "keep": 2}
+    eager_xs, eager_d = [X], {"old": 1, "keep": 2}
+    out = compiled(xs, d)
+    expected = fn(eager_xs, eager_d)
+    assert torch.equal(out, expected)
+    assert len(xs) == 2 and all(torch.equal(a, b) for a, b in zip(xs, eager_xs))
+    assert d == eager_d and list(d) == list(eager_d)
+    assert xs[0] is out  # the list holds the very tensor returned, as eagerly
 
 
 def test_containers_of_tensors_as_inputs(check):
@@ -259,7 +273,7 @@ def test_membership_of_a_tensor_by_equality_is_refused():
         return x * 2 if x in [y] else x
 
     with pytest.raises(Unsupported, match="data-dependent"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X, X + 1)
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X, X + 1)
 
 
 def test_membership_by_identity_is_decided(check):

@@ -15,6 +15,12 @@ parameters and buffers (the ones AOT autograd lifts in front of the user's input
 Graphs with no CUDA tensor among their inputs are returned unwrapped: there is nothing to
 record. Anything else the runtime cannot capture it runs eagerly and records why
 (``sapwood_cudagraph_trees.tree_info``).
+
+Outputs that only autograd sees are declared reusable, so the tree runtime hands out the same
+tensor objects on every replay instead of building new ones: a forward graph's activations
+that AOT autograd saves for the backward (never returned to the user), and every output of a
+backward graph (gradients, which autograd takes over by a detached alias). User-visible
+outputs are new tensors on every call, as in eager.
 """
 
 from __future__ import annotations
@@ -46,6 +52,42 @@ def _output_stack_traces(gm: torch.fx.GraphModule) -> list[str | None]:
         trace = result.meta.get("stack_trace") if isinstance(result, torch.fx.Node) else None
         traces.append(trace.strip().splitlines()[-1].strip() if trace else None)
     return traces
+
+
+def _output_count(gm: torch.fx.GraphModule) -> int:
+    output = next(node for node in reversed(gm.graph.nodes) if node.op == "output")
+    results = output.args[0]
+    return len(results) if isinstance(results, (tuple, list)) else 1
+
+
+def _saved_activation_outputs(num_outputs: int) -> tuple[int, ...]:
+    """Indices of a forward graph's outputs that AOT autograd only saves for the backward.
+
+    Read from the metadata AOT autograd keeps in the tracing context while it compiles a
+    forward graph; empty when there is none or this torch names it differently (the outputs
+    are then simply built anew on every replay).
+    """
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    if metadata is None:
+        return ()
+    try:
+        saved = metadata.tensors_saved_for_backwards_slice
+    except (AttributeError, AssertionError, TypeError):
+        return ()
+    return tuple(range(num_outputs)[saved])
+
+
+def _reusable_outputs(gm: torch.fx.GraphModule, mode: str) -> tuple[int, ...]:
+    """Outputs of a graph in ``mode`` that only autograd sees (see the module docstring)."""
+    count = _output_count(gm)
+    if mode == "backward":
+        return tuple(range(count))
+    if mode == "forward":
+        return _saved_activation_outputs(count)
+    return ()
 
 
 def _tree_mode(*, is_backward: bool, is_inference: bool) -> str:
@@ -98,20 +140,20 @@ def _inner_compile_on_trees(
         # Forward graphs take AOT autograd's lifted attributes first, then the top-level inputs.
         lifted = len(example_inputs) - top_level_inputs
         static |= {lifted + index for index in top_level_static if lifted >= 0}
+    mode = _tree_mode(is_backward=is_backward, is_inference=bool(kwargs.get("is_inference", False)))
     compiled.current_callable = cudagraphify(  # type: ignore[attr-defined]
         run,
         example_inputs,
         tuple(sorted(static)),
         device_index=device_index,
-        mode=_tree_mode(
-            is_backward=is_backward, is_inference=bool(kwargs.get("is_inference", False))
-        ),
+        mode=mode,
         stack_traces=_output_stack_traces(gm),
         mutated_input_idxs=tuple(getattr(compiled, "mutated_input_idxs", ()) or ()),
         name=gm.__class__.__name__,
         # Inductor's code is specialised to the example layouts (its callers' guards and AOT
         # autograd's tangent coercion keep them), so the trees key calls on non-tensor inputs
         layout_guarded=True,
+        reusable_output_idxs=_reusable_outputs(gm, mode),
     )
     return compiled
 
@@ -195,6 +237,7 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
                 mode=mode,
                 stack_traces=_output_stack_traces(aot_gm),
                 name=f"{mode} graph",
+                reusable_output_idxs=_reusable_outputs(aot_gm, mode),
             )
             wrapped._boxed_call = True  # type: ignore[attr-defined]
             return wrapped

@@ -40,21 +40,30 @@ def _leave() -> None:
     _local.depth = getattr(_local, "depth", 1) - 1
 
 
-def _signal_generations(compiled: Any) -> Any:
-    if isinstance(compiled, torch.nn.Module):
-        compiled.register_forward_pre_hook(lambda module, args: _enter())
-        compiled.register_forward_hook(lambda module, args, out: _leave(), always_call=True)
-        return compiled
-
-    @functools.wraps(compiled)
+def _top_level(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
     def top_level_call(*args: Any, **kwargs: Any) -> Any:
         _enter()
         try:
-            return compiled(*args, **kwargs)
+            return fn(*args, **kwargs)
         finally:
             _leave()
 
     return top_level_call
+
+
+def _signal_generations(compiled: Any) -> Any:
+    if isinstance(compiled, torch.nn.Module):
+        inner = getattr(compiled, "_sapwood_forward", None)
+        if inner is not None:
+            # the tracer's compiled module: wrap its compiled forward (module hooks would put
+            # every call on nn.Module's slow hook path, several microseconds each)
+            object.__setattr__(compiled, "_sapwood_forward", _top_level(inner))
+            return compiled
+        compiled.register_forward_pre_hook(lambda module, args: _enter())
+        compiled.register_forward_hook(lambda module, args, out: _leave(), always_call=True)
+        return compiled
+    return _top_level(compiled)
 
 
 @overload
@@ -94,6 +103,9 @@ def compile(
     Used bare (``compile(fn)``) or as a decorator (``@compile(mode="reduce-overhead")``).
     ``backend`` is a registered name or a callable ``backend(gm, example_inputs)``; ``mode``
     and ``options`` configure the ``inductor`` backend (see :mod:`sapwood_backend.modes`).
+    ``dynamic`` is the tracer's shape policy: ``None`` compiles static shapes first and makes
+    the sizes that vary symbolic on the recompile, ``True`` symbolic from the start, ``False``
+    never (``sapwood.mark_dynamic``/``mark_static`` override it per tensor dim).
     Errors in these arguments are raised here, before anything is traced.
     """
     resolved = resolve_backend(backend, mode, options)

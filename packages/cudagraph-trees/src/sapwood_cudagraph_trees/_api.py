@@ -79,6 +79,7 @@ def cudagraphify(
     max_recordings: int = 8,
     max_static_rerecords: int = 4,
     layout_guarded: bool = False,
+    reusable_output_idxs: Sequence[int] = (),
 ) -> Callable[[list[Any]], list[Any]]:
     """Wrap a boxed callable (``model(list) -> list``) so it runs through the device's tree.
 
@@ -95,6 +96,12 @@ def cudagraphify(
     compiled graphs, whose callers' guards and generated code fix them). Calls are then keyed
     on the non-tensor inputs alone instead of reading every tensor's metadata on each call.
     Without the promise, each call is keyed on all of it.
+
+    ``reusable_output_idxs`` are outputs the caller keeps away from user code and never
+    changes the metadata of (AOT autograd's saved activations, the gradients it hands to
+    autograd): a replay returns the same tensor objects for them as the last replay did, once
+    those are free, instead of building new ones. An output that shares its storage with an
+    output not listed is built anew as usual.
     """
     if mode not in MODES:
         raise CudaGraphTreeError(f"mode must be one of {MODES}, got {mode!r}")
@@ -102,6 +109,9 @@ def cudagraphify(
     bad = [i for i in (*static_input_idxs, *mutated_input_idxs) if not 0 <= i < n]
     if bad:
         raise CudaGraphTreeError(f"input indices {bad} are out of range for {n} example inputs")
+    negative = [i for i in reusable_output_idxs if i < 0]
+    if negative:
+        raise CudaGraphTreeError(f"reusable_output_idxs must not be negative, got {negative}")
     if max_recordings < 1:
         raise CudaGraphTreeError("max_recordings must be at least 1")
     label = name or getattr(model, "__name__", None) or type(model).__name__
@@ -121,6 +131,7 @@ def cudagraphify(
             if layout_guarded
             else None
         ),
+        reusable_output_idxs=reusable_output_idxs,
     )
     return fn
 
@@ -163,6 +174,7 @@ class NodeInfo:
     recorded_bytes: int
     pool_growth_bytes: int
     replays: int
+    reused_outputs: int = 0  # outputs handed out as the same tensor objects on each replay
 
 
 @dataclass(frozen=True)
@@ -210,6 +222,7 @@ def tree_info(device_index: int) -> TreeInfo:
             recorded_bytes=node.recorded_bytes,
             pool_growth_bytes=node.pool_growth_bytes,
             replays=node.replays,
+            reused_outputs=sum(1 for g, _ in node.plan if g in node.handed_groups),
         )
     functions = []
     for ref in runtime.functions:

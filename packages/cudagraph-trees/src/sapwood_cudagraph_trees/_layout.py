@@ -69,6 +69,7 @@ def copy_inputs(copies: Sequence[InputCopy], inputs: Sequence[Any]) -> None:
 
 
 _OWNED, _ALIAS, _CONST, _PLAIN, _INPUT = 0, 1, 2, 3, 4
+PLAN_INPUT, PLAN_VALUE, PLAN_VIEW = -1, -2, -3  # replay_plan's kinds (storages count from 0)
 
 
 @dataclass
@@ -137,16 +138,13 @@ class OutputLayout:
         inputs: Sequence[Any],
         layer: DeviceLayer,
         owned: Sequence[Sequence[torch.Tensor]],
-        detach: bool = False,
     ) -> list[Any]:
-        """Outputs of one run; ``owned[g][k]`` gives the ``k``-th view of storage ``g`` (handed
-        out as a new tensor object, ``owned[g][k].detach()``, when ``detach``)."""
+        """Outputs of one run; ``owned[g][k]`` gives the ``k``-th view of storage ``g``."""
         result: list[Any] = []
         for spec in self.specs:
             kind = spec[0]
             if kind == _OWNED:
-                t = owned[spec[1]][spec[2]]
-                result.append(t.detach() if detach else t)
+                result.append(owned[spec[1]][spec[2]])
             elif kind == _INPUT:
                 result.append(inputs[spec[1]])
             elif kind == _ALIAS:
@@ -177,24 +175,33 @@ class OutputLayout:
                 owned[spec[1]].append(out)
         return owned
 
-    def direct_plan(self) -> tuple[list[tuple[int, int]], list[Any]] | None:
-        """The replay's recipe when no output views a caller input (None otherwise, and
-        :meth:`outputs` does the work): per output ``(g, k)`` for the ``k``-th view of storage
-        ``g``, ``(-1, i)`` for input object ``i``, ``(-2, j)`` for ``values[j]`` (a plain
-        value or a constant), and the list ``values``."""
-        plan: list[tuple[int, int]] = []
-        values: list[Any] = []
+    def replay_plan(self) -> list[tuple[int, Any]]:
+        """Per output, how a replay builds it: ``(g, k)`` the ``k``-th view of storage ``g``;
+        ``(PLAN_INPUT, i)`` input object ``i``; ``(PLAN_VALUE, v)`` the value or constant
+        ``v``; ``(PLAN_VIEW, (i, rel, itemsize, dtype, size, stride))`` a view of input ``i``
+        starting ``rel`` bytes after that input's own offset."""
+        plan: list[tuple[int, Any]] = []
         for spec in self.specs:
             if spec[0] == _OWNED:
                 plan.append((spec[1], spec[2]))
             elif spec[0] == _INPUT:
-                plan.append((-1, spec[1]))
+                plan.append((PLAN_INPUT, spec[1]))
             elif spec[0] in (_CONST, _PLAIN):
-                plan.append((-2, len(values)))
-                values.append(spec[1])
+                plan.append((PLAN_VALUE, spec[1]))
             else:
-                return None
-        return plan, values
+                plan.append((PLAN_VIEW, spec[1:]))
+        return plan
+
+    def groups_only_in(self, outputs: frozenset[int]) -> frozenset[int]:
+        """The graph-owned storages whose every output is one of ``outputs``."""
+        seen: set[int] = set()
+        other: set[int] = set()
+        for i, spec in enumerate(self.specs):
+            if spec[0] == _OWNED:
+                seen.add(spec[1])
+                if i not in outputs:
+                    other.add(spec[1])
+        return frozenset(seen - other)
 
     @property
     def output_bytes(self) -> int:

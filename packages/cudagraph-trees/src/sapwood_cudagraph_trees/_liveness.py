@@ -18,10 +18,21 @@ Invariants:
 * Entries may outlive their storage until the next :meth:`LiveStorages.prune` (recordings,
   checkpoint restores and new steps prune first); every reader that must not count them --
   ``fits``, ``contains`` -- checks life itself.
+* A *handed-out* entry's templates are themselves the outputs of its node's replays (no new
+  tensor object per replay). The storage's use count no longer tells whether a caller holds
+  one, so such an entry is also alive while any template has a reference beyond the ones
+  measured at rest (``rest_refs`` Python references, ``rest_uses`` C++ owners: autograd keeps
+  saved tensors and gradients as C++ references). Handed-out templates are registered as
+  autograd's *cached tensors*, so that the runtime's own reference does not stop autograd from
+  taking a gradient over without a copy.
+* :attr:`LiveStorages.version` changes whenever an entry is registered or leaves the registry,
+  so a reader may cache what it derived from the set of entries (see ``TreeNode.fit_checks``).
+  A persistent entry that leaves it, or whose templates are dropped, marks its ``owner`` stale.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +42,52 @@ import torch
 _expired = torch.UntypedStorage._expired
 _free_weak_ref = torch.UntypedStorage._free_weak_ref
 _use_count = torch._C._storage_Use_Count
+_refcount = sys.getrefcount
+_C: Any = torch._C
+_tensor_uses: Any = getattr(torch.Tensor, "_use_count", None)
+_add_cached: Any = getattr(_C, "_add_cached_tensor", None)
+_remove_cached: Any = getattr(_C, "_remove_cached_tensor", None)
+_enable_cached: Any = getattr(_C, "_set_cached_tensors_enabled", None)
+
+# whether this torch build lets the runtime tell when a handed-out template is free again
+CAN_HAND_OUT = None not in (_tensor_uses, _add_cached, _remove_cached, _enable_cached)
+
+
+def _cpp_owners_hidden() -> bool:
+    """Whether a C++ owner of a tensor can go unseen in its Python reference count.
+
+    Builds where a TensorImpl holds its Python object while any C++ code owns it too (the
+    object's reference count rises with the first C++ owner) need one check per template;
+    older ones also need the C++ use count. Probed, not looked up by version.
+    """
+    if _tensor_uses is None:
+        return True
+    t = torch.empty(0)
+    holder = torch.empty(0, requires_grad=True)
+    before = _refcount(t)
+    holder.grad = t  # autograd keeps the gradient as a C++ reference
+    seen = _refcount(t) > before
+    holder.grad = None
+    return not seen
+
+
+_USES_HIDDEN = _cpp_owners_hidden()
+
+
+def enable_cached_tensors() -> None:
+    """Turn autograd's cached-tensor accounting on (torch's own tree runtime turns it off
+    when it resets; registered tensors then only lose their exemption, nothing breaks)."""
+    _enable_cached(True)
+
+
+def _held_counts(templates: list[torch.Tensor]) -> tuple[int, int]:
+    # the same loop shape as LiveStorage.templates_in_use, so the references this frame holds
+    # (the loop variable, the argument) are counted alike
+    refs = uses = 0
+    for t in templates:
+        refs = max(refs, _refcount(t))
+        uses = max(uses, _tensor_uses(t))
+    return refs, uses
 
 
 def storage_use_count(handle: int) -> int:
@@ -43,7 +100,7 @@ def weak_handle(storage: torch.UntypedStorage) -> int:
     return int(handle)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class LiveStorage:
     handle: int
     ptr: int
@@ -55,19 +112,55 @@ class LiveStorage:
     baseline: int = 0
     templates: list[torch.Tensor] | None = field(default=None, repr=False)
     persistent: bool = False
+    handed: bool = False  # the templates are the replay outputs themselves
+    rest_refs: int = 0
+    rest_uses: int = 0
+    owner: Any = field(default=None, repr=False)  # the node whose entry this is (persistent)
 
     def alive(self) -> bool:
-        return _use_count(self.handle) > self.baseline
+        return _use_count(self.handle) > self.baseline or (self.handed and self.templates_in_use())
+
+    def templates_in_use(self) -> bool:
+        """Whether anyone but the runtime holds a handed-out template."""
+        rest_refs, rest_uses = self.rest_refs, self.rest_uses
+        for t in self.templates:  # type: ignore[union-attr]
+            if _refcount(t) > rest_refs or (_USES_HIDDEN and _tensor_uses(t) > rest_uses):
+                return True
+        return False
+
+    def hand_out(self) -> None:
+        """From now on replays return the templates themselves (call :meth:`measure_rest`
+        once every structure of the runtime that holds them is built)."""
+        assert self.templates is not None and CAN_HAND_OUT
+        enable_cached_tensors()
+        for t in self.templates:
+            _add_cached(t)
+        self.handed = True
+
+    def measure_rest(self) -> None:
+        """Record the references to the templates while no caller holds one."""
+        if self.handed:
+            self.rest_refs, self.rest_uses = _held_counts(self.templates)  # type: ignore[arg-type]
 
     def detach_templates(self) -> None:
         """The runtime stops holding the storage: only callers' tensors keep it alive now."""
+        if self.handed:
+            enable_cached_tensors()
+            for t in self.templates:  # type: ignore[union-attr]
+                _remove_cached(t)
+            self.handed = False
         self.templates = None
         self.baseline = 0
+        if self.owner is not None:
+            # the owner's recipe holds the templates too: drop it with them
+            self.owner.entries_ok = False
+            self.owner.recipe = None
 
 
 class LiveStorages:
     def __init__(self) -> None:
         self._by_ptr: dict[int, LiveStorage] = {}
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self._by_ptr)
@@ -97,9 +190,20 @@ class LiveStorages:
 
     def put(self, entry: LiveStorage) -> None:
         old = self._by_ptr.get(entry.ptr)
-        if old is not None and old is not entry and not old.persistent:
-            _free_weak_ref(old.handle)
+        if old is entry:
+            return
+        if old is not None:
+            self._left(old)
         self._by_ptr[entry.ptr] = entry
+        self.version += 1
+
+    def _left(self, entry: LiveStorage) -> None:
+        """``entry`` is no longer registered."""
+        if entry.persistent:
+            if entry.owner is not None:
+                entry.owner.entries_ok = False
+        else:
+            _free_weak_ref(entry.handle)
 
     def holds(self, entry: LiveStorage) -> bool:
         return self._by_ptr.get(entry.ptr) is entry
@@ -119,13 +223,13 @@ class LiveStorages:
         if not by_ptr:
             return
         for entry in list(by_ptr.values()):
-            if _use_count(entry.handle) <= entry.baseline:
+            if not entry.alive():
                 self._drop(entry)
 
     def _drop(self, entry: LiveStorage) -> None:
         del self._by_ptr[entry.ptr]
-        if not entry.persistent:
-            _free_weak_ref(entry.handle)
+        self.version += 1
+        self._left(entry)
 
     def remove(self, entry: LiveStorage) -> None:
         if self._by_ptr.get(entry.ptr) is entry:
@@ -134,6 +238,7 @@ class LiveStorages:
     def release(self, entry: LiveStorage) -> None:
         """A node gives up a persistent entry it no longer uses."""
         entry.detach_templates()
+        entry.owner = None
         if self.holds(entry):
             entry.persistent = False
         elif entry.persistent:
@@ -147,11 +252,27 @@ class LiveStorages:
         dead one does not count. Dead entries are left registered (nothing reads their memory),
         so a node's own entries, dead since its last replay, need no registering again.
         """
+        return all_dead(self.outside(held))
+
+    def outside(self, held: dict[int, int]) -> list[LiveStorage]:
+        """The registered entries that do not lie inside a block of ``held``."""
         get = held.get
-        for ptr, entry in self._by_ptr.items():
-            if get(ptr, -1) < entry.nbytes and _use_count(entry.handle) > entry.baseline:
-                return False
-        return True
+        return [e for ptr, e in self._by_ptr.items() if get(ptr, -1) < e.nbytes]
 
     def sizes(self) -> dict[int, int]:
         return {ptr: e.nbytes for ptr, e in self._by_ptr.items()}
+
+
+def all_dead(entries: list[LiveStorage]) -> bool:
+    """Whether none of ``entries`` is alive: the replay rule's inner loop, run over every
+    registered storage outside a node's memory on each replay, so kept flat (the check of
+    :meth:`LiveStorage.templates_in_use` is written out here)."""
+    for e in entries:
+        if _use_count(e.handle) > e.baseline:
+            return False
+        if e.handed:
+            rest_refs, rest_uses = e.rest_refs, e.rest_uses
+            for t in e.templates:  # type: ignore[union-attr]
+                if _refcount(t) > rest_refs or (_USES_HIDDEN and _tensor_uses(t) > rest_uses):
+                    return False
+    return True

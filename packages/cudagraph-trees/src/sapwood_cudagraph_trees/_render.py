@@ -10,9 +10,11 @@ if TYPE_CHECKING:
 
 def _label(node: NodeInfo) -> str:
     shapes = ", ".join("x".join(map(str, s)) if s is not None else "-" for s in node.input_shapes)
+    reused = f" reused={node.reused_outputs}" if node.reused_outputs else ""
     return (
         f"#{node.id} {node.function} [{node.mode}] ({shapes}) "
         f"out={node.recorded_bytes}B pool+={node.pool_growth_bytes}B replays={node.replays}"
+        + reused
     )
 
 

@@ -19,6 +19,9 @@ Invariants:
   number of graphs and the pool's memory stay bounded.
 * A call's key is its inputs' metadata and non-tensor values; for a layout-guarded function
   (the caller fixes tensor layouts per non-tensor values) it is the non-tensor values alone.
+* Outputs are new tensor objects on each replay, except those the caller declared reusable
+  (``reusable_output_idxs``) whose storage only such outputs view: those are the node's
+  templates themselves, handed out again once the replay rule has found them free.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from ._checkpoint import PoolState, sync_allocator
 from ._device import DeviceLayer
 from ._layout import (
     COPIED,
+    PLAN_INPUT,
+    PLAN_VALUE,
+    PLAN_VIEW,
     POOL,
     STATIC,
     InputCopy,
@@ -43,7 +49,14 @@ from ._layout import (
     overlaps_itself,
     span_elements,
 )
-from ._liveness import LiveStorage, LiveStorages, storage_use_count, weak_handle
+from ._liveness import (
+    CAN_HAND_OUT,
+    LiveStorage,
+    LiveStorages,
+    enable_cached_tensors,
+    storage_use_count,
+    weak_handle,
+)
 from ._tree import Tree, TreeNode
 
 MODES = ("inference", "forward", "backward")
@@ -148,31 +161,24 @@ class DeviceRuntime:
             else:
                 copy_inputs(copies, inputs)
         node.replay()
-        entries = node.entries
-        by_ptr = self.live._by_ptr
-        for entry in entries:
-            if entry is None or entry.templates is None:
-                self._refresh_entries(fn, node)
-                break
-        for entry in entries:
-            if by_ptr.get(entry.ptr) is not entry:  # type: ignore[union-attr]
-                self.live.put(entry)  # type: ignore[arg-type]
-        direct = node.direct_plan
-        if direct is not None:
-            plan, values = direct
-            outputs = [
-                entries[g].templates[k].detach()  # type: ignore[union-attr,index]
-                if g >= 0
-                else (inputs[k] if g == -1 else values[k])
-                for g, k in plan
-            ]
-        else:
-            outputs = node.layout.outputs(
-                inputs,
-                self.layer,
-                [e.templates for e in entries],  # type: ignore[union-attr,misc]
-                detach=True,
-            )
+        if not node.entries_ok:
+            self._refresh_entries(fn, node)
+        if node.handed_groups:
+            # autograd honours the runtime's cached tensors only while this is on, and torch's
+            # own tree runtime turns it off when it resets
+            enable_cached_tensors()
+        base, fresh, passed, viewed = node.recipe  # type: ignore[misc]
+        outputs = base.copy()
+        for pos, template in fresh:
+            outputs[pos] = template.detach()
+        for pos, i in passed:
+            outputs[pos] = inputs[i]
+        if viewed:
+            tensor_at = self.layer.tensor_at
+            for pos, i, rel, item, dtype, size, stride in viewed:
+                x = inputs[i]
+                offset = (x.storage_offset() * x.itemsize + rel) // item
+                outputs[pos] = tensor_at(x.untyped_storage(), dtype, offset, size, stride)
         self.tree.current = node
         pool = self.pool
         pool.in_sync = False
@@ -182,10 +188,18 @@ class DeviceRuntime:
         return outputs
 
     def _refresh_entries(self, fn: TreeFunction, node: TreeNode) -> None:
+        """Give every graph-owned storage of ``node`` a registered entry with templates, and
+        resolve the node's output recipe against them."""
         entries = node.entries
         for g, entry in enumerate(entries):
             if entry is None or entry.templates is None:
                 entries[g] = self._fresh_entry(fn, node, g, entry)
+        for entry in entries:
+            self.live.put(entry)  # type: ignore[arg-type]
+        node.recipe = output_recipe(node)
+        for entry in entries:
+            entry.measure_rest()  # type: ignore[union-attr]
+        node.entries_ok = True
 
     def _fresh_entry(
         self, fn: TreeFunction, node: TreeNode, group: int, old: LiveStorage | None
@@ -196,7 +210,7 @@ class DeviceRuntime:
         handle = weak_handle(templates[0].untyped_storage())
         ptr, nbytes = node.layout.storages[group]
         index, trace = node.output_tags[group]
-        return LiveStorage(
+        entry = LiveStorage(
             handle=handle,
             ptr=ptr,
             nbytes=nbytes,
@@ -209,13 +223,19 @@ class DeviceRuntime:
             baseline=storage_use_count(handle),
             templates=templates,
             persistent=True,
+            owner=node,
         )
+        if group in node.handed_groups:
+            entry.hand_out()
+        return entry
 
     def _release_entries(self, node: TreeNode) -> None:
         for entry in node.entries:
             if entry is not None:
                 self.live.release(entry)
         node.entries = [None] * len(node.entries)
+        node.recipe = None
+        node.entries_ok = False
 
     def warmup(self, fn: TreeFunction, inputs: list[Any]) -> list[Any]:
         sync_allocator(self.layer, self.pool, self.live)
@@ -310,7 +330,9 @@ class DeviceRuntime:
             for i in layout.group_output_indices()
         ]
         node.entries = [None] * len(layout.storages)
-        node.direct_plan = layout.direct_plan()
+        node.plan = layout.replay_plan()
+        if CAN_HAND_OUT and fn.reusable_outputs:
+            node.handed_groups = layout.groups_only_in(fn.reusable_outputs)
         for (ptr, _), (index, trace) in zip(layout.storages, node.output_tags):
             storage = next(
                 o.untyped_storage()
@@ -338,6 +360,34 @@ class DeviceRuntime:
         node.replay = _released
 
 
+def output_recipe(node: TreeNode) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The node's replay plan resolved against its entries, as a replay uses it: the output
+    list with every object that is the same on each replay in place (handed-out templates,
+    values, constants), then what each replay fills in: ``(position, template)`` of outputs
+    detached anew, ``(position, input index)`` of input objects passed through, and
+    ``(position, input index, *view)`` of views of inputs."""
+    base: list[Any] = []
+    fresh: list[tuple[int, torch.Tensor]] = []
+    passed: list[tuple[int, int]] = []
+    viewed: list[tuple[Any, ...]] = []
+    for pos, (g, k) in enumerate(node.plan):
+        if g >= 0:
+            entry = node.entries[g]
+            template = entry.templates[k]  # type: ignore[union-attr,index]
+            if entry.handed:  # type: ignore[union-attr]
+                base.append(template)
+            else:
+                base.append(None)
+                fresh.append((pos, template))
+            continue
+        base.append(k if g == PLAN_VALUE else None)
+        if g == PLAN_INPUT:
+            passed.append((pos, k))
+        elif g == PLAN_VIEW:
+            viewed.append((pos, *k))
+    return base, fresh, passed, viewed
+
+
 class TreeFunction:
     """The boxed callable ``cudagraphify`` returns (``list -> list``)."""
 
@@ -356,6 +406,7 @@ class TreeFunction:
         max_recordings: int,
         max_static_rerecords: int,
         value_positions: Sequence[int] | None = None,
+        reusable_output_idxs: Sequence[int] = (),
     ) -> None:
         TreeFunction._next_id += 1
         self.id = TreeFunction._next_id
@@ -366,6 +417,7 @@ class TreeFunction:
         self.stack_traces = list(stack_traces) if stack_traces is not None else None
         self.constants = list(constants)
         self.mutated_input_idxs = tuple(mutated_input_idxs)
+        self.reusable_outputs = frozenset(reusable_output_idxs)
         self.name = name
         self.max_recordings = max_recordings
         self.max_static_rerecords = max_static_rerecords

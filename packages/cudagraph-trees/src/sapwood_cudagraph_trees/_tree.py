@@ -16,6 +16,10 @@ Invariants:
   are a subset of those blocks, which is what lets a later recording restore that checkpoint.
 * Nodes are evicted least-recently-used first, per function; an evicted node's children are
   re-attached to its parent so the picture stays a tree.
+* ``fit_checks`` (the registered storages outside ``held``) is a cache of the registry as it
+  was at ``LiveStorages.version`` ``fit_version``; it is rebuilt whenever the version moved.
+  ``entries_ok`` is true while every entry of ``entries`` is registered with its templates and
+  ``recipe`` is built from them; anything that breaks that clears it (see ``_liveness``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import torch
 
 from ._device import PoolCheckpoint
 from ._layout import InputCopy, OutputLayout
-from ._liveness import LiveStorage, LiveStorages
+from ._liveness import LiveStorage, LiveStorages, all_dead
 
 # data pointers of many inputs compared in one C++ call (CUDA builds of torch); None elsewhere,
 # where the Python loop in ``TreeNode.mismatch`` does the same check
@@ -56,11 +60,18 @@ class TreeNode:
     children: list[TreeNode] = field(default_factory=list)
     replays: int = 0
     output_tags: list[tuple[int, str | None]] = field(default_factory=list)
-    # per graph-owned storage: the persistent entry whose templates replays detach from
+    # per graph-owned storage: the persistent entry whose templates replays detach or hand out
     entries: list[LiveStorage | None] = field(default_factory=list)
-    # how a replay builds its outputs when none views a caller input (OutputLayout.direct_plan)
-    direct_plan: tuple[list[tuple[int, int]], list[Any]] | None = None
+    # how a replay builds each output (OutputLayout.replay_plan)
+    plan: list[tuple[int, Any]] = field(default_factory=list)
     pool_growth_bytes: int = 0
+    # graph-owned storages whose templates are handed out as the outputs themselves
+    handed_groups: frozenset[int] = frozenset()
+    # ``plan`` resolved against ``entries`` (see ``_runtime.output_recipe``)
+    recipe: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
+    entries_ok: bool = False
+    fit_version: int = -1
+    fit_checks: list[LiveStorage] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # the address checks as the C++ helper takes them: indices, and pointers by input index
@@ -79,8 +90,12 @@ class TreeNode:
             for index, ptr in self.address_checks:
                 if inputs[index].data_ptr() != ptr:
                     return "static" if index in self.static_indices else "pool"
-        if live._by_ptr and not live.fits(self.held):
-            return "live"
+        if live._by_ptr:
+            if self.fit_version != live.version:
+                self.fit_checks = live.outside(self.held)
+                self.fit_version = live.version
+            if not all_dead(self.fit_checks):
+                return "live"
         return None
 
     def path(self) -> list[TreeNode]:

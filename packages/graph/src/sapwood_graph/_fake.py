@@ -126,7 +126,8 @@ def fake_dynamic(
 
     Returns the fake and the dims that really became symbolic (0/1 sizes specialise).
     Strides are rebuilt from the symbolic sizes in the real tensor's stride order, so a
-    transposed input stays transposed.
+    transposed input stays transposed; a tensor that is not dense in that order (a strided
+    view) keeps its real strides.
     """
     shape_env = mode.shape_env
     assert shape_env is not None
@@ -149,9 +150,16 @@ def fake_dynamic(
     order = sorted(range(ndim), key=lambda d: (tensor.stride(d), -d))
     strides: list[Any] = [0] * ndim
     running: Any = 1
+    dense = True
+    real_running = 1
     for d in order:
         strides[d] = running
         running = running * sizes[d]
+        # compared on the real sizes: comparing the symbolic strides would add guards
+        dense = dense and (tensor.size(d) <= 1 or tensor.stride(d) == real_running)
+        real_running *= tensor.size(d)
+    if not dense:  # a strided view: keep its real strides, which the guards then pin
+        strides = [int(st) for st in tensor.stride()]
     with mode:
         fake = torch.empty_strided(
             sizes, strides, dtype=tensor.dtype, device=tensor.device, requires_grad=False

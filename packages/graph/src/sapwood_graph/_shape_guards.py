@@ -7,7 +7,10 @@ turned into :class:`~sapwood_graph.Guard` records of kind ``SHAPE``:
   source of a duck-shaped symbol, must still evaluate to that expression;
 * ranges: the value range of each remaining symbol (e.g. ``>= 2`` for a size that was not
   specialised to 0/1);
-* the guards the ShapeEnv recorded while tracing (branching on a size, broadcasting, …).
+* the guards the ShapeEnv recorded while tracing (branching on a size, broadcasting, …);
+* strides: a stride left free in a tensor guard must still equal the expression of the sizes
+  the fake tensor was built with (``L['x'].stride()[0] == L['x'].size()[1]``), so a graph
+  compiled for dense inputs never runs on a strided view of the same sizes.
 
 Invariant: every free symbol of a produced guard is bound to a source in ``Guard.symbols``;
 facts that mention a symbol with no source (unbacked, data-dependent) are left out, because a
@@ -16,21 +19,26 @@ frontend cannot check them before running the graph.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sympy
+import torch
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._sympy.numbers import int_oo
 
 from sapwood_graph._fake import sapwood_source
 from sapwood_graph.guards import Guard, GuardKind
-from sapwood_graph.sources import Source
+from sapwood_graph.sources import Source, TensorPropertySource
 
 _UNBOUNDED = (sympy.oo, -sympy.oo, int_oo, -int_oo)
 
 
-def produce_shape_guards(shape_env: ShapeEnv) -> list[Guard]:
-    """The shape guards of ``shape_env`` in a deterministic order."""
+def produce_shape_guards(
+    shape_env: ShapeEnv, free_strides: Sequence[tuple[Source, int, Any]] = ()
+) -> list[Guard]:
+    """The shape guards of ``shape_env`` in a deterministic order; ``free_strides`` lists
+    ``(tensor source, dim, fake stride)`` for the strides tensor guards leave free."""
     primary: dict[sympy.Symbol, Source] = {}
     extras: dict[sympy.Symbol, list[Source]] = {}
     for symbol, env_sources in shape_env.var_to_sources.items():
@@ -70,4 +78,11 @@ def produce_shape_guards(shape_env: ShapeEnv) -> list[Guard]:
     for recorded in shape_env.guards:
         expr = shape_env.simplify(recorded.expr)
         emit(expr, primary)
+    for k, (source, dim, stride) in enumerate(free_strides):
+        expr = stride.node.expr if isinstance(stride, torch.SymInt) else sympy.Integer(int(stride))
+        value = shape_env.replace(expr)
+        alias = sympy.Symbol(f"stride{k}", integer=True)
+        emit(
+            sympy.Eq(alias, value), {**primary, alias: TensorPropertySource(source, "stride", dim)}
+        )
     return guards

@@ -62,7 +62,8 @@ class GraphInput:
     source: Source
     #: The placeholder's proxy (``proxy.node.meta["example_value"]`` is the fake value).
     proxy: torch.fx.Proxy
-    #: The real value seen while tracing (what the backend gets as the example input).
+    #: The real value seen while tracing (the example input a backend gets for a static graph;
+    #: a graph with symbols hands backends :attr:`fake` instead).
     example: Any
     #: ``"tensor"``, ``"symint"`` (a symbolic int: an int input or a tensor size) or ``"value"``.
     kind: str
@@ -96,6 +97,7 @@ class OutputGraph:
         self._fake_by_id: dict[int, tuple[torch.Tensor, Any, frozenset[int]]] = {}
         self._fake_state: dict[int, dict[str, torch.Tensor]] = {}
         self._cleanup_hooks: list[Callable[[], None]] = []
+        self._free_strides: list[tuple[Source, int, Any]] = []
         self._compiled = False
 
     # ------------------------------------------------------------------ tracers
@@ -165,6 +167,15 @@ class OutputGraph:
         else:
             fake, free = fake_static(self.fake_mode, value), frozenset()
         self._fake_by_id[id(value)] = (value, fake, free)
+        spec = TensorSpec.of(value, free)
+        if free:  # a stride is free exactly where the fake's stride is symbolic
+            strides = tuple(
+                None if _is_symbolic(fake.stride(d)) else st for d, st in enumerate(value.stride())
+            )
+            spec = dataclasses.replace(spec, stride=strides)
+        for d, stride in enumerate(spec.stride):
+            if stride is None:  # free in the spec: guarded as an expression of the sizes
+                self._free_strides.append((source, d, fake.stride(d)))
         for d in sorted(free):
             size = fake.shape[d]
             symbol = size.node.expr
@@ -176,7 +187,7 @@ class OutputGraph:
                     "symint",
                     symbol=symbol,
                 )
-        self.guards.add(Guard(GuardKind.TENSOR_MATCH, source, TensorSpec.of(value, free)))
+        self.guards.add(Guard(GuardKind.TENSOR_MATCH, source, spec))
         return self._add_input(source, value, fake, "tensor", dynamic_dims=free)
 
     def _add_input(
@@ -291,7 +302,7 @@ class OutputGraph:
     @shielded
     def shape_guards(self) -> list[Guard]:
         """The ShapeEnv's assumptions so far, as ``SHAPE`` guards over sources."""
-        return produce_shape_guards(self.shape_env)
+        return produce_shape_guards(self.shape_env, self._free_strides)
 
     def add_cleanup_hook(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` on :meth:`cleanup` (or when the ``with`` block ends, errors included).
@@ -333,9 +344,12 @@ class OutputGraph:
         gm, inputs, spec = self._finish(outputs)
         name = backend_name or getattr(backend, "__name__", None) or type(backend).__name__
         try:
-            fn = backend(gm, [i.example for i in inputs])
+            fn = backend(gm, self._backend_examples(inputs))
         except Exception as exc:
             raise BackendCompilerFailed(name, exc) from exc
+        # A backend may add assumptions of its own to the ShapeEnv while compiling (Inductor
+        # bounds sizes, specialises where a kernel needs it): they are guards too.
+        self.guards.update(self.shape_guards())
         if not callable(fn):
             raise BackendCompilerFailed(
                 name, TypeError(f"backend returned {type(fn).__name__}, not a callable")
@@ -348,6 +362,14 @@ class OutputGraph:
             guards=GuardSet(self.guards),
             backend_name=name,
         )
+
+    def _backend_examples(self, inputs: list[GraphInput]) -> list[Any]:
+        # A graph with symbols gets the fake values (FakeTensors with SymInt sizes, SymInts),
+        # so a compiling backend sees what is symbolic and shares this graph's ShapeEnv; a
+        # static graph gets the real values.
+        if any(i.kind == "symint" or i.dynamic_dims for i in inputs):
+            return [i.fake for i in inputs]
+        return [i.example for i in inputs]
 
     @shielded
     def _finish(self, outputs: Any) -> tuple[torch.fx.GraphModule, list[GraphInput], OutputSpec]:
@@ -394,6 +416,10 @@ class OutputGraph:
 
     def __repr__(self) -> str:
         return f"<OutputGraph {self.name!r}: {len(self._inputs)} inputs, {len(self._attrs)} attributes>"
+
+
+def _is_symbolic(value: Any) -> bool:
+    return isinstance(value, torch.SymInt) and not value.node.expr.is_number
 
 
 def _class_name(name: str) -> str:

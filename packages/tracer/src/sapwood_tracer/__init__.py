@@ -1,10 +1,15 @@
 """sapwood-tracer: a symbolic interpreter of CPython 3.11/3.12 bytecode that captures PyTorch
-programs as whole FX graphs, guarded and cached per code object.
+programs as FX graphs, guarded and cached per code object, with graph breaks where it cannot.
 
 Public API:
 
 * :func:`compile` — wrap a function or ``nn.Module``; calls trace on a cache miss.
 * :func:`reset` — drop every cache entry.
+* :func:`explain` — run once and report graphs, graph breaks (reason, file:line), guards.
+* :func:`disable`, :func:`graph_break`, :func:`allow_in_graph`, :func:`disallow_in_graph` —
+  tell the tracer what not to trace, where to split, what to keep as one graph node.
+* :func:`mark_dynamic`, :func:`mark_static` — make a tensor's dim symbolic, or keep it
+  static, whatever ``compile(dynamic=...)`` says.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
 * :class:`CompiledModule` — what :func:`compile` returns for a module.
@@ -13,17 +18,30 @@ Public API:
 from . import handlers as _handlers  # registers the opcode handlers
 from ._api import CompiledModule, compile
 from ._cache import RecompileLimitWarning, reset
+from ._disable import allow_in_graph, disable, disallow_in_graph, graph_break
+from ._dynamic import mark_dynamic, mark_static
+from ._explain import BreakReport, ExplainOutput, GraphReport, explain
 from .errors import TracerError, Unsupported
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BreakReport",
     "CompiledModule",
+    "ExplainOutput",
+    "GraphReport",
     "RecompileLimitWarning",
     "TracerError",
     "Unsupported",
     "__version__",
+    "allow_in_graph",
     "compile",
+    "disable",
+    "disallow_in_graph",
+    "explain",
+    "graph_break",
+    "mark_dynamic",
+    "mark_static",
     "reset",
 ]
 

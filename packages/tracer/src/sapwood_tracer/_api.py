@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
+import sysconfig
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from . import _cache
+from . import _cache, _events
+from ._breaks import BreakRuntime
 from ._capture import capture
 from ._codegen import Miss
+from ._disable import is_disabled
+from ._dynamic import plan_after_miss
 from .errors import Unsupported
 
 __all__ = ["CompiledModule", "compile"]
@@ -87,37 +94,24 @@ def _binder(fn: types.FunctionType) -> Callable[[tuple[Any, ...], dict[str, Any]
 
 
 def _compiled_function(
-    fn: types.FunctionType, backend: Any, receiver: Any = None
+    fn: types.FunctionType,
+    backend: Any,
+    receiver: Any = None,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
 ) -> Callable[..., Any]:
     code = fn.__code__
     closure = fn.__closure__ or ()
     f_globals = fn.__globals__
     bind = _binder(fn)
     lookup = _cache.lookup
-    limit = _cache.RECOMPILE_LIMIT
+    runtime = None if fullgraph else _break_runtime(backend, dynamic)
+
+    def eager(L: tuple[Any, ...]) -> Any:
+        return fn(*L) if _plain(code) else _call_bound(fn, L)
 
     def miss(L: tuple[Any, ...]) -> Any:
-        cache = _cache.cache_for(code)
-        failed = []
-        for entry in cache.entries:
-            result = entry.fn(L, closure, f_globals)
-            if type(result) is not Miss:
-                return result
-            failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
-        cache.note_failures(failed)
-        if len(cache.entries) >= limit:
-            cache.warn_limit(code)
-            return fn(*L) if _plain(code) else _call_bound(fn, L)
-        entry = capture(code, f_globals, closure, L, backend)
-        cache.entries.append(entry)
-        result = entry.fn(L, closure, f_globals)
-        if type(result) is Miss:
-            cache.entries.pop()
-            raise Unsupported(
-                f"a trace of {code.co_qualname} whose own guards fail on the traced call "
-                f"({entry.describe_guard(result.index)})"
-            )
-        return result
+        return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic)
 
     if receiver is None:
 
@@ -146,6 +140,153 @@ def _compiled_function(
         return miss(L)
 
     return method
+
+
+def _miss(
+    code: types.CodeType,
+    closure: tuple[types.CellType, ...],
+    f_globals: dict[str, Any],
+    L: tuple[Any, ...],
+    backend: Any,
+    runtime: BreakRuntime | None,
+    eager: Callable[[tuple[Any, ...]], Any],
+    dynamic: bool | None = None,
+) -> Any:
+    """No cache entry of ``code`` took the call: run one that does, trace a new one, or
+    (past the recompile limit, or for code that cannot be traced) run eagerly."""
+    cache = _cache.cache_for(code)
+    if cache.eager_reason is not None:
+        return eager(L)
+    failed = []
+    for entry in cache.entries:
+        result = entry.fn(L, closure, f_globals)
+        if type(result) is not Miss:
+            return result
+        failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
+    cache.note_failures(failed)
+    if len(cache.entries) >= _cache.limit_for(code):
+        cache.warn_limit(code)
+        return eager(L)
+    if failed:
+        _events.recompile(code, failed[0][1])
+    # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
+    shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
+    try:
+        entry = capture(
+            code,
+            f_globals,
+            closure,
+            L,
+            backend,
+            fullgraph=runtime is None,
+            runtime=runtime,
+            shape_plan=shape_plan,
+        )
+    except Unsupported as exc:
+        if runtime is None:
+            raise
+        # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
+        # the code runs eagerly from now on, and explain()/the logs say why.
+        cache.eager_reason = str(exc)
+        _events.skipped(code, exc)
+        return eager(L)
+    cache.entries.append(entry)
+    _events.captured(code, entry)
+    result = entry.fn(L, closure, f_globals)
+    if type(result) is Miss:
+        cache.entries.pop()
+        raise Unsupported(
+            f"a trace of {code.co_qualname} whose own guards fail on the traced call "
+            f"({entry.describe_guard(result.index)})"
+        )
+    return result
+
+
+_runtimes: dict[tuple[int, bool | None], tuple[Any, BreakRuntime]] = {}
+
+# Callees from these places run eagerly at a graph break instead of being compiled on their
+# own: the standard library, torch itself and sapwood (model code from installed packages,
+# e.g. transformers, is compiled: site-packages sits inside the standard library's folder).
+_UNCOMPILED_DIRS = tuple(
+    os.path.dirname(str(m.__file__)) + os.sep
+    for m in (os, torch, sys.modules[__name__.rpartition(".")[0]])
+)
+_INSTALLED_DIRS = tuple(
+    {sysconfig.get_paths()["purelib"] + os.sep, sysconfig.get_paths()["platlib"] + os.sep}
+)
+_TORCH_DIR = _UNCOMPILED_DIRS[1]
+
+
+def _runs_uncompiled(filename: str) -> bool:
+    if filename.startswith((_TORCH_DIR, *_UNCOMPILED_DIRS[2:])):
+        return True
+    return filename.startswith(_UNCOMPILED_DIRS[0]) and not filename.startswith(_INSTALLED_DIRS)
+
+
+def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
+    """The functions break entries call to go on, for ``backend`` and the ``dynamic`` policy
+    (one set per pair: resume functions and broken callees compile like their caller)."""
+    key = (id(backend), dynamic)
+    known = _runtimes.get(key)
+    if known is not None and known[0] is backend:
+        return known[1]
+    wrappers: weakref.WeakKeyDictionary[Any, Callable[..., Any]] = weakref.WeakKeyDictionary()
+
+    def run_code(
+        code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
+    ) -> Any:
+        cache = _cache.lookup(code)
+        if cache is not None:
+            for entry in cache.entries:
+                result = entry.fn(L, C, G)
+                if type(result) is not Miss:
+                    return result
+
+        def eager(L: tuple[Any, ...]) -> Any:
+            return run_eagerly(code, L, C, G)
+
+        return _miss(code, C, G, L, backend, runtime, eager, dynamic)
+
+    def call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if isinstance(fn, torch.nn.Module):
+            forward = type(fn).forward
+            if (
+                fn._forward_hooks
+                or fn._forward_pre_hooks
+                or not isinstance(forward, types.FunctionType)
+                or is_disabled(forward)
+                or torch.nn.modules.module._global_forward_hooks
+                or torch.nn.modules.module._global_forward_pre_hooks
+            ):
+                return fn(*args, **kwargs)
+            target: Any = forward
+            args = (fn, *args)
+        else:
+            target = fn
+        if (
+            not isinstance(target, types.FunctionType)
+            or is_disabled(target)
+            or _runs_uncompiled(target.__code__.co_filename)
+        ):
+            return fn(*args, **kwargs)
+        compiled = wrappers.get(target)
+        if compiled is None:
+            compiled = wrappers[target] = _compiled_function(
+                target, backend, None, False, dynamic
+            )
+        return compiled(*args, **kwargs)
+
+    runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)
+    _runtimes[key] = (backend, runtime)
+    return runtime
+
+
+def run_eagerly(
+    code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
+) -> Any:
+    """Run a (resume) code object as plain Python."""
+    fn = types.FunctionType(code, G, code.co_name, None, C or None)
+    return fn(*L)
 
 
 def _plain(code: types.CodeType) -> bool:
@@ -177,13 +318,20 @@ class CompiledModule(torch.nn.Module):
 
     __sapwood_compiled_module__ = True
 
-    def __init__(self, module: torch.nn.Module, backend: Any) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        backend: Any,
+        fullgraph: bool = False,
+        dynamic: bool | None = None,
+    ) -> None:
         super().__init__()
         self._orig_mod = module
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
-        object.__setattr__(self, "_sapwood_forward", _compiled_function(forward, backend, module))
+        compiled = _compiled_function(forward, backend, module, fullgraph, dynamic)
+        object.__setattr__(self, "_sapwood_forward", compiled)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._orig_mod
@@ -237,27 +385,31 @@ def compile(
     fullgraph: bool = False,
     dynamic: bool | None = None,
 ) -> Any:
-    """Compile a function or ``nn.Module`` into whole graphs handed to ``backend``.
+    """Compile a function or ``nn.Module`` into graphs handed to ``backend``.
 
-    ``backend(gm, example_inputs) -> callable`` is torch.compile's backend protocol.
-    ``fullgraph`` is accepted for compatibility: every capture is a whole graph, and a
-    construct the tracer cannot capture raises :class:`Unsupported` either way. Shapes are
-    static (``dynamic=None`` or ``False``); ``dynamic=True`` is not supported yet.
+    ``backend(gm, example_inputs) -> callable`` is torch.compile's backend protocol. Without
+    ``fullgraph``, a construct the tracer cannot capture becomes a graph break: it runs
+    eagerly between two compiled graphs, and the code after it is compiled in a resume
+    function. With ``fullgraph=True`` it raises :class:`Unsupported` naming the construct and
+    the user's file:line. ``dynamic``: ``None`` traces static shapes first and makes the
+    sizes that vary between calls symbolic on a recompile; ``True`` makes every input size
+    symbolic from the start; ``False`` never (:func:`mark_dynamic`/:func:`mark_static` on a
+    tensor override all three).
     """
-    if dynamic:
-        raise ValueError(
-            "sapwood_tracer.compile(dynamic=True) is not supported yet; use static shapes"
-        )
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
     if not callable(backend):
         raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
     if isinstance(fn_or_module, torch.nn.Module):
-        return CompiledModule(fn_or_module, backend)
+        return CompiledModule(fn_or_module, backend, fullgraph, dynamic)
     fn = fn_or_module
     if isinstance(fn, types.MethodType):
         inner = fn.__func__
         if not isinstance(inner, types.FunctionType):
             raise TypeError(f"cannot compile {fn!r}: not a Python function")
-        return _compiled_function(inner, backend, fn.__self__)
+        return _compiled_function(inner, backend, fn.__self__, fullgraph, dynamic)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"cannot compile {fn!r}: pass a Python function or an nn.Module")
-    return _compiled_function(fn, backend)
+    if is_disabled(fn):
+        return fn
+    return _compiled_function(fn, backend, None, fullgraph, dynamic)

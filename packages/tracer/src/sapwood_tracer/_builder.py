@@ -43,7 +43,13 @@ from .errors import Unsupported
 from .values.base import ConstantValue, Value, is_constant_type
 from .values.containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
 from .values.contexts import CONTEXT_CLASSES, ContextClassValue
-from .values.functions import BoundMethodValue, BuiltinValue, PartialValue, UserFunctionValue
+from .values.functions import (
+    BoundBuiltinMethod,
+    BoundMethodValue,
+    BuiltinValue,
+    PartialValue,
+    UserFunctionValue,
+)
 from .values.modules import ModuleValue
 from .values.objects import ClassValue, EnvironValue, ObjectValue, PyModuleValue, WeakRefValue
 from .values.tensors import TorchFunctionValue
@@ -149,6 +155,9 @@ def _make(tx: TraceSession, obj: Any, source: Source) -> Value:
         _id_match(tx, source, obj)
         return ConstantValue(obj, source)
     if is_constant_type(obj):
+        plan = getattr(tx.graph, "shape_plan", None)
+        if cls is int and plan is not None and plan.int_is_symbolic(source):
+            return tx.graph.symint_input(tx, obj, source)  # type: ignore[no-any-return]
         _type_match(tx, source, obj)
         tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
         return ConstantValue(obj, source)
@@ -170,6 +179,12 @@ def _make(tx: TraceSession, obj: Any, source: Source) -> Value:
         # a memoised function: calling it is calling the function (the cache only saves time)
         _id_match(tx, source, obj)
         return wrap(tx, obj.__wrapped__, AttrSource(source, "__wrapped__"))  # type: ignore[attr-defined]
+    if isinstance(obj, types.BuiltinMethodType) and type(obj.__self__) in (list, dict):
+        # ``xs.append`` handed over at a graph break: a method of the (guarded) container
+        _type_match(tx, source, obj)
+        owner = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+        if isinstance(owner, (ListValue, DictValue)):
+            return BoundBuiltinMethod(owner, obj.__name__)
     if isinstance(obj, types.MethodType):
         _type_match(tx, source, obj)
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))

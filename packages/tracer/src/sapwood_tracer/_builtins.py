@@ -20,6 +20,7 @@ from .values.base import ConstantValue, Value, _AttributeMissing, is_constant_ty
 from .values.containers import DictValue, ListValue, SetValue, TupleValue
 from .values.functions import BuiltinValue, FunctionValue, PartialValue
 from .values.iterators import IteratorValue, ListIteratorValue, MapIteratorValue
+from .values.symbolic import SymNumberValue, symbolic_extreme
 from .values.tensors import TensorValue
 
 if TYPE_CHECKING:
@@ -212,7 +213,11 @@ def _setattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> V
 
 @handles(builtins.id)
 def _id(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    raise Unsupported("id()", hint="Compare objects with `is` instead.")
+    from .values.identity import ObjectIdValue
+
+    if len(args) != 1 or kwargs:
+        raise Unsupported("id() with other than one argument (TypeError)")
+    return ObjectIdValue(args[0])
 
 
 @handles(builtins.print)
@@ -266,6 +271,8 @@ def _number_reduce(pick: Any) -> Handler:
             keys = [tx.call(key, [v], {}) for v in items]
         else:
             keys = items
+        if key is None and any(isinstance(k, SymNumberValue) for k in keys):
+            return symbolic_extreme(tx, pick, keys)  # sizes stay symbolic (no guard)
         if not all(k.is_constant() for k in keys):
             raise Unsupported(
                 f"{pick.__name__}() over non-constant values",
@@ -333,6 +340,9 @@ def _scalar_type(kind: type) -> Handler:
             return ConstantValue(tx.truth(args[0]))
         if isinstance(args[0], TensorValue):
             raise Unsupported(f"{kind.__name__}() of a tensor (it needs the tensor's value)")
+        symbolic_int = isinstance(args[0], SymNumberValue) and args[0].python_type() is int
+        if kind is int and len(args) == 1 and symbolic_int:
+            return args[0]  # int(size) is the size: it stays symbolic
         if kind is str and not args[0].is_constant():
             raise Unsupported(f"str() of {args[0].describe()}")
         return _fold_call(tx, kind, args, kwargs)
@@ -480,6 +490,12 @@ class _EnumerateIterator(IteratorValue):
 
     def describe(self) -> str:
         return "an enumerate iterator"
+
+    def remaining(self) -> list[Value] | None:
+        rest = self.inner.remaining()
+        if rest is None:
+            return None
+        return [TupleValue([ConstantValue(self.count + i), v]) for i, v in enumerate(rest)]
 
     def next_value(self, tx: TraceSession) -> Value | None:
         v = self.inner.next_value(tx)

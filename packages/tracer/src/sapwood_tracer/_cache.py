@@ -21,6 +21,15 @@ from ._capture import CacheEntry
 __all__ = ["RECOMPILE_LIMIT", "CodeCache", "RecompileLimitWarning", "cache_for", "reset"]
 
 RECOMPILE_LIMIT = 8
+#: A resume function that continues a loop body after a graph break needs one entry per
+#: iteration (each guards on the items still to come), so its limit is higher.
+RESUME_RECOMPILE_LIMIT = 64
+
+
+def limit_for(code: types.CodeType) -> int:
+    from ._resume import resume_info
+
+    return RESUME_RECOMPILE_LIMIT if resume_info(code) is not None else RECOMPILE_LIMIT
 
 
 class RecompileLimitWarning(UserWarning):
@@ -35,6 +44,8 @@ class CodeCache:
     failures: collections.Counter[str] = field(default_factory=collections.Counter)
     latest: dict[str, str] = field(default_factory=dict)
     warned: bool = False
+    #: set when the code cannot be traced at all (not even with graph breaks): why
+    eager_reason: str | None = None
 
     def note_failures(self, failed: list[tuple[str, str]]) -> None:
         """Count failing guards by what they were about (the same source with different
@@ -54,7 +65,7 @@ class CodeCache:
             guard = "unknown"
         warnings.warn(
             f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
-            f"recompiled {RECOMPILE_LIMIT} times; calls matching no cache entry now run "
+            f"recompiled {limit_for(code)} times; calls matching no cache entry now run "
             f"eagerly. The guard that kept failing: {guard}",
             RecompileLimitWarning,
             stacklevel=4,

@@ -32,6 +32,7 @@ from sapwood_graph import (
     ItemSource,
     LocalSource,
     Source,
+    TensorPropertySource,
     TensorSpec,
     TypeSource,
 )
@@ -90,7 +91,12 @@ class Emitter:
         held: dict[int, Any],
         member_stores: dict[Source, str] | None = None,
     ) -> None:
+        self.code = code
         self.member_stores = member_stores or {}
+        #: module sources whose listed attributes are read from the instance ``__dict__``
+        #: (set by :mod:`._guard_code`, which emits the checks that make this equal to
+        #: attribute access)
+        self.instance_attrs: dict[Source, frozenset[str]] = {}
         self.params = {name: i for i, name in enumerate(_parameters(code))}
         self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
         self.held = held
@@ -114,6 +120,10 @@ class Emitter:
         self.namespace[name] = value
         self._const_ids[key] = name
         return name
+
+    def blank(self) -> Emitter:
+        """A fresh emitter for another function over the same frame (no lines, no locals)."""
+        return Emitter(self.code, self.held, self.member_stores)
 
     def temp(self) -> str:
         self._temps += 1
@@ -155,7 +165,16 @@ class Emitter:
             raise Unsupported(f"a guard over the source {source}")
         base = self.source(base_source, indent)
         if isinstance(source, AttrSource):
+            if source.attr == "__dict__":
+                return f"{base}.__dict__"
             store = self.member_stores.get(source)
+            readable = self.instance_attrs.get(base_source)
+            if readable is not None and (store or source.attr) in readable:
+                if store is not None:  # a parameter, buffer or submodule: from its registry
+                    table = self.source(AttrSource(base_source, store), indent)
+                    return f"{table}[{self.const(source.attr)}]"
+                inst = self.source(AttrSource(base_source, "__dict__"), indent)
+                return f"{inst}[{self.const(source.attr)}]"
             if store is not None:  # a module's parameter, buffer or submodule
                 return f"{base}.{store}[{self.const(source.attr)}]"
             return f"getattr({base}, {self.const(source.attr)})"
@@ -169,6 +188,11 @@ class Emitter:
             return f"{base}.__defaults__[{int(source.index)}]"
         if isinstance(source, LenSource):
             return f"len({base})"
+        if isinstance(source, TensorPropertySource):  # a size or stride binding a symbol
+            if source.index is None:
+                return f"{base}.storage_offset()"
+            method = "size" if source.prop == "size" else "stride"
+            return f"{base}.{method}({int(source.index)})"
         if isinstance(source, KeysSource):
             return f"tuple({base})"
         if isinstance(source, WeakRefTargetSource):
@@ -220,6 +244,10 @@ def _batch_tensor_checker(tensors: list[torch.Tensor]) -> Any:
         return None
 
 
+def _is_static_spec(spec: Any) -> bool:
+    return isinstance(spec, TensorSpec) and None not in spec.shape and None not in spec.stride
+
+
 class Miss:
     """What an entry function returns when guard ``index`` failed (never a user value)."""
 
@@ -238,44 +266,26 @@ def emit_guards(
     examples: dict[Source, torch.Tensor],
     fail: str,
 ) -> list[str]:
-    """Lines checking ``guards``; a failure runs ``return {fail}[index]``.
+    """Lines checking ``guards``; a failure returns a :class:`Miss` (``{fail}[index]``).
 
-    Tensor guards are checked last, in one call of torch's C++ batch checker when it is
-    available (the Python checks then only run to find which tensor failed). The lines
-    expect to sit inside ``try:`` (indent 8) whose handler returns ``{fail}[g]``.
+    The lines expect to sit inside ``try:`` (indent 8) whose handler returns ``{fail}[g]``.
+    They are the fast form of :mod:`._guard_code` (implied guards left out, modules read
+    through their instance dict, likely failures first, tensor guards in torch's C++ batch
+    checker); the guard records stay the specification.
     """
-    indent = "        "
-    tensor_guards: list[tuple[int, Guard]] = []
-    for index, guard in enumerate(guards):
-        if guard.kind is GuardKind.TENSOR_MATCH and guard.source in examples:
-            tensor_guards.append((index, guard))
-            continue
-        em.lines.append(f"{indent}g = {index}")
-        check = _check(em, guard, indent)
-        em.lines.append(f"{indent}if not ({check}):")
-        em.lines.append(f"{indent}    return {fail}[{index}]")
-    if tensor_guards:
-        checker = _batch_tensor_checker([examples[g.source] for _, g in tensor_guards])  # type: ignore[index]
-        inner = indent
-        if checker is not None:
-            values = [em.source(g.source, indent) for _, g in tensor_guards]  # type: ignore[arg-type]
-            em.lines.append(f"{indent}g = {tensor_guards[0][0]}")
-            em.lines.append(f"{indent}if not {em.const(checker)}.check({', '.join(values)}):")
-            inner = indent + "    "
-        for index, guard in tensor_guards:
-            em.lines.append(f"{inner}g = {index}")
-            check = _check(em, guard, inner)
-            em.lines.append(f"{inner}if not ({check}):")
-            em.lines.append(f"{inner}    return {fail}[{index}]")
-    lines = em.lines
-    em.lines = []
-    return lines
+    from ._guard_code import emit_fast_guards
+
+    return emit_fast_guards(em, guards, examples, fail)
 
 
 def _check(em: Emitter, guard: Guard, indent: str) -> str:
     kind, source, expected = guard.kind, guard.source, guard.expected
-    if kind is GuardKind.SHAPE or source is None:
-        raise Unsupported("symbolic shape guards (dynamic shapes are not supported yet)")
+    if kind is GuardKind.SHAPE:
+        from ._shape_guards import shape_guard_check
+
+        return shape_guard_check(em, guard, indent)
+    if source is None:
+        raise Unsupported(f"a {kind.value} guard without a source")
     value = em.source(source, indent)
     if kind is GuardKind.TYPE_MATCH:
         return f"type({value}) is {em.const(expected)}"
@@ -297,8 +307,10 @@ def _check(em: Emitter, guard: Guard, indent: str) -> str:
         return f"{value} is {other}"
     if kind is GuardKind.TENSOR_MATCH:
         assert isinstance(expected, TensorSpec)
-        if any(s is None for s in expected.shape) or any(s is None for s in expected.stride):
-            raise Unsupported("a dynamic tensor guard (dynamic shapes are not supported yet)")
+        if not _is_static_spec(expected):
+            from ._shape_guards import dynamic_tensor_check
+
+            return dynamic_tensor_check(em, value, expected)
         parts = [
             f"type({value}) is {em.const(expected.tensor_type)}",
             f"{value}.dtype is {em.const(expected.dtype)}",

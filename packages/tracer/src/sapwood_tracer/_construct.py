@@ -74,7 +74,7 @@ def construct(
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
         raise Unsupported(f"constructing {cls.__qualname__}, a subclass of a builtin type")
     obj = NewObjectValue(cls)
-    init = class_attribute(tx, cls, "__init__", obj)
+    init = None if cls.__init__ is object.__init__ else class_attribute(tx, cls, "__init__", obj)
     if init is None or init.is_constant():
         if args or kwargs:
             raise Unsupported(f"{cls.__qualname__}() takes no arguments (TypeError)")

@@ -32,7 +32,7 @@ from .values.base import Value
 if TYPE_CHECKING:
     from ._trace import TraceSession
 
-__all__ = ["FrameReturn", "FrameSuspend", "SymbolicFrame"]
+__all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame"]
 
 #: Instructions one trace may execute before it is refused (runaway loops).
 INSTRUCTION_BUDGET = 2_000_000
@@ -54,6 +54,11 @@ class FrameSuspend(Exception):
 
     def __init__(self, value: Value) -> None:
         self.value = value
+
+
+class BreakHere(Exception):
+    """Internal: the root frame reached its planned graph break; its state (stack, locals,
+    instruction pointer) is that of just before the breaking instruction."""
 
 
 class FrameReturn(Exception):
@@ -93,6 +98,10 @@ class SymbolicFrame:
         # the Python version whose opcode meanings apply (the running one, unless a test
         # interprets hand-written instructions of another version)
         self.version: tuple[int, int] | None = None if parent is None else parent.version
+        # The root frame of a capture counts how often it ran each instruction, so a failed
+        # trace can name "the n-th execution of instruction i" and the retrace stop there.
+        self.visits: dict[int, int] | None = None
+        self.break_at: tuple[int, int] | None = None
 
     # -- stack -------------------------------------------------------------------------
     def push(self, value: Value) -> None:
@@ -130,10 +139,16 @@ class SymbolicFrame:
         table = dispatch_table(self.version)
         instructions = self.instructions
         tx = self.tx
+        visits = self.visits
+        break_at = self.break_at
         try:
             while True:
                 inst = instructions[self.ip]
                 self.current = inst
+                if visits is not None:
+                    count = visits[inst.index] = visits.get(inst.index, 0) + 1
+                    if break_at is not None and break_at == (inst.index, count):
+                        raise BreakHere()
                 self.ip += 1
                 tx.budget -= 1
                 if tx.budget < 0:
@@ -147,6 +162,9 @@ class SymbolicFrame:
         except FrameReturn as ret:
             return ret.value
         except Unsupported as exc:
+            if visits is not None and exc.break_index is None and self.current is not None:
+                exc.break_index = self.current.index
+                exc.break_visit = visits[self.current.index]
             exc.traced_stack.append(f"{self.location()} in {self.code.co_qualname}")
             if not _is_library(self.code.co_filename):
                 exc.reached_from(self.location())

@@ -21,8 +21,10 @@ from sapwood_graph import (
     Source,
 )
 
+from ._dynamic import ShapePlan
 from .errors import Unsupported
 from .values.base import Value
+from .values.symbolic import number_from_fake
 from .values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
 
 if TYPE_CHECKING:
@@ -34,8 +36,9 @@ __all__ = ["GraphBridge"]
 class GraphBridge:
     """Records one trace's graph."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, shape_plan: ShapePlan | None = None) -> None:
         self.og = OutputGraph(name=name)
+        self.shape_plan = shape_plan if shape_plan is not None else ShapePlan()
         self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
         self.input_order: list[Source] = []
 
@@ -57,7 +60,8 @@ class GraphBridge:
             tx.guard(GuardKind.ALIAS_MATCH, source, value.input_source)
             return value
         try:
-            proxy = self.og.create_graph_input(source, tensor)
+            dims = self.shape_plan.tensor_dims(source, tensor)
+            proxy = self.og.create_graph_input(source, tensor, dynamic_dims=dims)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         fake = proxy.node.meta["example_value"]
@@ -66,6 +70,13 @@ class GraphBridge:
         self.inputs[id(tensor)] = (tensor, value)
         self.input_order.append(source)
         return value
+
+    def symint_input(self, tx: TraceSession, value: int, source: Source) -> Value:
+        """An int argument traced as a symbol (the shape plan asked for it)."""
+        proxy = self.og.create_graph_input(source, value)
+        result = number_from_fake(proxy, proxy.node.meta["example_value"])
+        result.source = source
+        return result
 
     # -- nodes ----------------------------------------------------------------------------------
     def call_function(

@@ -5,8 +5,9 @@ Invariants:
 * Instructions are numbered by their position in the list (``index``); every jump carries the
   index of its target in ``target``, resolved from ``dis``'s absolute ``argval`` offsets, so
   handlers never do offset arithmetic and the 3.11 relative/absolute jump forms look alike.
-* Inline ``CACHE`` entries are never listed (``dis`` hides them), and ``EXTENDED_ARG`` is folded
-  into the next instruction's ``arg`` by ``dis``.
+* Inline ``CACHE`` entries and ``EXTENDED_ARG`` prefixes are never listed (``dis`` folds the
+  prefix into the next instruction's ``arg``), so indices are those of the ``bytecode``
+  package's ``Instr`` items too, which resume functions rely on (see ``_resume``).
 * Decoding is cached per code object; the lists are immutable.
 """
 
@@ -43,8 +44,18 @@ def decode(code: types.CodeType) -> tuple[Instruction, ...]:
     cached = _decoded.get(code)
     if cached is not None:
         return cached
-    raw = list(dis.get_instructions(code))
+    every = list(dis.get_instructions(code))
+    raw = [ins for ins in every if ins.opname != "EXTENDED_ARG"]
     by_offset = {ins.offset: i for i, ins in enumerate(raw)}
+    # a jump may land on the EXTENDED_ARG prefix of an instruction: that instruction
+    pending: list[int] = []
+    for ins in every:
+        if ins.opname == "EXTENDED_ARG":
+            pending.append(ins.offset)
+        else:
+            for offset in pending:
+                by_offset[offset] = by_offset[ins.offset]
+            pending.clear()
     out = []
     lineno: int | None = code.co_firstlineno
     for i, ins in enumerate(raw):

@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING, Any
 from .errors import Unsupported
 from .values.base import ConstantValue, Value
 from .values.containers import DictValue, ListValue, SetValue, TupleValue
+from .values.symbolic import (
+    SizeValue,
+    SymNumberValue,
+    size_binary,
+    symbolic_binary,
+    symbolic_unary,
+)
 
 if TYPE_CHECKING:
     from ._trace import TraceSession
@@ -120,6 +127,10 @@ def binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
         fn = base
     if _is_tensor(a) or _is_tensor(b):
         return tx.graph.call_function(tx, fn, [a, b], {})
+    if isinstance(a, SymNumberValue) or isinstance(b, SymNumberValue):
+        return symbolic_binary(tx, fn, a, b)
+    if isinstance(a, SizeValue) or isinstance(b, SizeValue):
+        return size_binary(tx, _INPLACE_TO_BINARY.get(fn, fn), a, b)
     if base is not None:
         if isinstance(a, ListValue) and fn is operator.iadd:
             a.check_mutable(tx)
@@ -221,6 +232,8 @@ def _user_dunder(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
 def unary(tx: TraceSession, fn: Any, a: Value) -> Value:
     if _is_tensor(a):
         return tx.graph.call_function(tx, fn, [a], {})
+    if isinstance(a, SymNumberValue):
+        return symbolic_unary(tx, fn, a)
     if fn is operator.not_:
         return ConstantValue(not tx.truth(a))
     if a.is_constant():

@@ -18,12 +18,21 @@ Invariants:
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
 from typing import Any
 
-from sapwood_graph import CompiledGraph, Guard, Source
+from sapwood_graph import (
+    AttrSource,
+    ClosureCellSource,
+    CompiledGraph,
+    FunctionSource,
+    Guard,
+    Source,
+)
 
 from ._codegen import Emitter, Miss, emit_guards
-from ._side_effects import AttributeWrite
+from ._side_effects import AttributeWrite, SideEffects
 from ._sources import HeldObjectSource
 from .errors import Unsupported
 from .values.base import ConstantValue, Value
@@ -35,11 +44,27 @@ from .values.containers import (
     SliceValue,
     TupleValue,
 )
-from .values.functions import BuiltinValue, UserFunctionValue
+from .values.contexts import ContextClassValue
+from .values.functions import (
+    BoundBuiltinMethod,
+    BoundMethodValue,
+    BuiltinValue,
+    CellValue,
+    NestedFunctionValue,
+    RealCellValue,
+    UserFunctionValue,
+)
 from .values.modules import ModuleValue
-from .values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
+from .values.objects import (
+    ClassValue,
+    LoggingCallValue,
+    NewObjectValue,
+    ObjectValue,
+    PyModuleValue,
+)
 from .values.ordered_dataclasses import OrderedDataclassValue
-from .values.tensors import TensorValue, TorchFunctionValue
+from .values.symbolic import SymNumberValue
+from .values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
 
 __all__ = ["OutputCollector", "build_entry_function"]
 
@@ -57,11 +82,15 @@ class OutputCollector:
     def __init__(self) -> None:
         self.proxies: list[Any] = []
         self._index: dict[int, int] = {}
+        #: set once the graph is compiled with ``proxies`` as its outputs
+        self.frozen = False
 
     def graph_index(self, value: TensorValue) -> int:
         key = id(value.proxy.node)
         index = self._index.get(key)
         if index is None:
+            if self.frozen:  # every output must be known before the graph is compiled
+                raise Unsupported(f"rebuilding {value.describe()}, which is not a graph output")
             index = len(self.proxies)
             self._index[key] = index
             self.proxies.append(value.proxy)
@@ -75,6 +104,8 @@ class OutputCollector:
         if isinstance(value, TensorValue):
             if not value.is_input():
                 self.graph_index(value)
+        elif isinstance(value, SymNumberValue):  # a symbolic size: the graph computes it
+            self.graph_index(value)  # type: ignore[arg-type]
         elif isinstance(value, (TupleValue, ListValue)):
             for item in value.items:
                 self.collect(item, seen)
@@ -90,6 +121,21 @@ class OutputCollector:
         elif isinstance(value, OrderedDataclassValue):
             for _, item in value.items():
                 self.collect(item, seen)
+        elif isinstance(value, (BoundBuiltinMethod, BoundMethodValue)):
+            self.collect(value.receiver, seen)
+        elif isinstance(value, TensorMethodValue):
+            self.collect(value.tensor, seen)
+        elif isinstance(value, CellValue):
+            if value.contents is not None:
+                self.collect(value.contents, seen)
+        elif isinstance(value, RealCellValue):
+            if value.stored is not None:
+                self.collect(value.stored, seen)
+        elif isinstance(value, NestedFunctionValue):
+            for item in (*value.default_values, *value.kwdefault_values.values()):
+                self.collect(item, seen)
+            for item in value.cell_values:
+                self.collect(item, seen)
 
 
 def build_entry_function(
@@ -98,10 +144,20 @@ def build_entry_function(
     examples: dict[Source, Any],
     compiled: CompiledGraph,
     collector: OutputCollector,
-    result: Value,
+    result: Value | None,
     writes: list[AttributeWrite],
+    *,
+    tail: Callable[[dict[int, str]], None] | None = None,
+    call_graph: bool = True,
+    effects: SideEffects | None = None,
+    root_globals: dict[str, Any] | None = None,
 ) -> Any:
-    """The generated ``entry(L, C, G)`` of a cache entry: guards, then the run."""
+    """The generated ``entry(L, C, G)`` of a cache entry: guards, then the run.
+
+    The run calls the compiled graph (unless ``call_graph`` is false: a graph without
+    operations), replays the attribute writes, and then either returns ``result`` rebuilt or,
+    at a graph break, lets ``tail`` append the rest (given the values built so far).
+    """
     misses = em.const(tuple(Miss(i) for i in range(max(len(guards), 1))))
     guard_lines = emit_guards(em, guards, examples, misses)
     em.lines = [
@@ -113,16 +169,90 @@ def build_entry_function(
         f"        return {misses}[g]",
     ]
     indent = "    "
-    inputs = [em.source(s, indent) for s in compiled.input_sources]
-    em.lines.append(f"{indent}o = {em.const(compiled.fn)}({', '.join(inputs)})")
+    if call_graph:
+        inputs = [em.source(s, indent) for s in compiled.input_sources]
+        em.lines.append(f"{indent}o = {em.const(compiled.fn)}({', '.join(inputs)})")
     built: dict[int, str] = {}
     for write in writes:
         target = em.source(write.source, indent)
         value = _emit(em, write.value, collector, built, indent)
         em.lines.append(f"{indent}setattr({target}, {em.const(write.name)}, {value})")
-    out = _emit(em, result, collector, built, indent)
-    em.lines.append(f"{indent}return {out}")
+    if effects is not None:
+        _emit_mutations(em, effects, collector, built, indent, root_globals)
+    if tail is not None:
+        tail(built)
+    else:
+        assert result is not None
+        out = _emit(em, result, collector, built, indent)
+        em.lines.append(f"{indent}return {out}")
     return em.build("sapwood_entry", list(em.lines))
+
+
+def _emit_mutations(
+    em: Emitter,
+    effects: SideEffects,
+    collector: OutputCollector,
+    built: dict[int, str],
+    indent: str,
+    root_globals: dict[str, Any] | None,
+) -> None:
+    """Write back mutated input lists/dicts (their final contents) and assigned globals."""
+    for container in effects.containers.values():
+        assert container.source is not None
+        target = em.source(container.source, indent)
+        if isinstance(container, ListValue):
+            items = ", ".join(_emit(em, v, collector, built, indent) for v in container.items)
+            em.lines.append(f"{indent}{target}[:] = [{items}]")
+        else:
+            assert isinstance(container, DictValue)
+            pairs = ", ".join(
+                f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
+                for k, v in container.entries.values()
+            )
+            em.lines.append(f"{indent}{target}.clear()")
+            em.lines.append(f"{indent}{target}.update([{pairs}])")
+    for cell in effects.cells.values():
+        assert isinstance(cell, RealCellValue) and cell.stored is not None
+        target = emit_cell(em, cell, indent)
+        out = _emit(em, cell.stored, collector, built, indent)
+        em.lines.append(f"{indent}{target}.cell_contents = {out}")
+    for g, name, value in effects.globals.values():
+        where = "G" if g is root_globals else em.const(g)
+        if value is None:
+            em.lines.append(f"{indent}del {where}[{em.const(name)}]")
+        else:
+            out = _emit(em, value, collector, built, indent)
+            em.lines.append(f"{indent}{where}[{em.const(name)}] = {out}")
+
+
+def _closure_cell_object(fn: Any, name: str) -> Any:
+    return fn.__closure__[fn.__code__.co_freevars.index(name)]
+
+
+def emit_cell(em: Emitter, cell: RealCellValue, indent: str) -> str:
+    """The real cell object behind ``cell`` (not its contents)."""
+    source = cell.source
+    if isinstance(source, ClosureCellSource):
+        if isinstance(source.of, FunctionSource):
+            return f"C[{em.freevars[source.cell_name]}]"
+        fn = em.source(source.of, indent)
+        return f"{em.const(_closure_cell_object)}({fn}, {em.const(source.cell_name)})"
+    if isinstance(source, AttrSource) and source.attr == "cell_contents":
+        return em.source(source.base, indent)
+    raise Unsupported(f"rebuilding a closure cell reached through {source}")
+
+
+def _new_function(
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    defaults: tuple[Any, ...] | None,
+    kwdefaults: dict[str, Any] | None,
+    closure: tuple[Any, ...] | None,
+) -> types.FunctionType:
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn
 
 
 def _source_of(value: Value) -> Source | None:
@@ -140,10 +270,17 @@ def _emit(
             assert value.input_source is not None
             return em.source(value.input_source, indent)
         return f"o[{collector.graph_index(value)}]"
+    if isinstance(value, SymNumberValue):
+        return f"o[{collector.graph_index(value)}]"  # type: ignore[arg-type]
     if isinstance(value, ConstantValue):
         if value.source is not None:
             return em.source(value.source, indent)
         return em.const(value.value)
+    if value.source is not None and isinstance(
+        value, (ListValue, DictValue, TupleValue, SetValue, BuiltinValue)
+    ):
+        # from the inputs: the object itself (identity kept; mutations were written back)
+        return em.source(value.source, indent)
     if isinstance(value, ModuleValue) and isinstance(value.source, HeldObjectSource):
         raise Unsupported(f"returning {value.describe()} built during the trace")
     if isinstance(value, (ModuleValue, ObjectValue)) or (
@@ -153,6 +290,58 @@ def _emit(
         return em.source(value.source, indent)
     if isinstance(value, (BuiltinValue, ClassValue, TorchFunctionValue, PyModuleValue)):
         return em.const(value.as_constant())
+    if isinstance(value, LoggingCallValue):
+        return em.const(value.method)
+    if isinstance(value, (BoundBuiltinMethod, TensorMethodValue)):
+        receiver = value.receiver if isinstance(value, BoundBuiltinMethod) else value.tensor
+        name = em.temp()
+        target = _emit(em, receiver, collector, built, indent)
+        em.lines.append(f"{indent}{name} = getattr({target}, {em.const(value.name)})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, CellValue):
+        # a cell made by the trace (MAKE_CELL), shared by the closures rebuilt around it
+        name = em.temp()
+        if value.contents is None:
+            em.lines.append(f"{indent}{name} = {em.const(types.CellType)}()")
+        else:
+            contents = _emit(em, value.contents, collector, built, indent)
+            em.lines.append(f"{indent}{name} = {em.const(types.CellType)}({contents})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, RealCellValue):
+        cell = emit_cell(em, value, indent)
+        if value.stored is not None:  # assigned in the trace: write back first
+            stored = _emit(em, value.stored, collector, built, indent)
+            em.lines.append(f"{indent}{cell}.cell_contents = {stored}")
+        built[id(value)] = cell
+        return cell
+    if isinstance(value, NestedFunctionValue):
+        name = em.temp()
+        defaults = [_emit(em, v, collector, built, indent) for v in value.default_values]
+        kwdefaults = [
+            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
+            for k, v in value.kwdefault_values.items()
+        ]
+        cells = [_emit(em, v, collector, built, indent) for v in value.cell_values]
+        g = em.const(value.f_globals)
+        tuple_of = lambda parts: f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"  # noqa: E731
+        em.lines.append(
+            f"{indent}{name} = {em.const(_new_function)}({em.const(value.code)}, {g}, "
+            f"{tuple_of(defaults) if defaults else 'None'}, "
+            f"{{{', '.join(kwdefaults)}}}, {tuple_of(cells) if cells else 'None'})"
+        )
+        built[id(value)] = name
+        return name
+    if isinstance(value, BoundMethodValue):
+        name = em.temp()
+        fn = _emit(em, value.function, collector, built, indent)
+        receiver_text = _emit(em, value.receiver, collector, built, indent)
+        em.lines.append(f"{indent}{name} = {em.const(types.MethodType)}({fn}, {receiver_text})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, ContextClassValue):
+        return em.const(value.cls)
     if isinstance(value, SliceValue):
         return em.const(value.as_slice())
     name = em.temp()

@@ -131,6 +131,11 @@ def is_modelled_torch_function(fn: Any) -> bool:
 def call_torch_function(
     tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
+    from ._disable import is_disallowed
+
+    if is_disallowed(fn):
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        raise Unsupported(f"a call to {name}, which sapwood.disallow_in_graph keeps out of graphs")
     special = _SPECIAL.get(fn)
     if special is not None:
         return special(tx, args, kwargs)  # type: ignore[no-any-return]

@@ -21,6 +21,7 @@ from typing import Any
 
 from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
 
+from ._disable import graph_break, is_allowed, is_disabled, is_disallowed
 from ._frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame
 from ._side_effects import SideEffects
 from ._sources import LenSource
@@ -54,6 +55,8 @@ class TraceSession:
         self.member_stores: dict[Source, str] = {}
         self.open_contexts: list[Value] = []
         self.loose_state: list[Value] = []  # set_grad_enabled(b) called outside a with block
+        #: whether a construct that cannot be captured may become a graph break
+        self.breaks_allowed = False
 
     # -- guards ----------------------------------------------------------------------------
     def guard(self, kind: GuardKind, source: Source, expected: Any) -> None:
@@ -100,6 +103,14 @@ class TraceSession:
         return fn.call(self, args, kwargs)
 
     def inline(self, fn: FunctionValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        real = getattr(fn, "fn", None)
+        if real is not None:
+            if real is graph_break:
+                raise Unsupported("sapwood.graph_break()")
+            if is_disabled(real) or is_disallowed(real):
+                raise Unsupported(f"a call to {real.__qualname__}, which sapwood must not trace")
+            if is_allowed(real):
+                return self.graph.call_function(self, real, args, kwargs)  # type: ignore[no-any-return]
         code = fn.code
         if code.co_flags & (
             inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE

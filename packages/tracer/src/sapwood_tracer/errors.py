@@ -17,8 +17,9 @@ class Unsupported(TracerError):
     """The interpreter met a construct it cannot capture into a whole graph.
 
     ``construct`` says what it was (an opcode, a call, a data-dependent branch, ...);
-    ``location`` is ``file:line`` of the user's code when known. Graph breaks come in a later
-    release; until then, rewrite the line, or move it out of the compiled function.
+    ``location`` is ``file:line`` of the user's code when known. Without ``fullgraph=True`` the
+    tracer turns it into a graph break (the construct runs eagerly); with ``fullgraph=True``
+    it is raised to the caller.
     """
 
     def __init__(self, construct: str, location: str | None = None, *, hint: str = "") -> None:
@@ -30,6 +31,10 @@ class Unsupported(TracerError):
         #: The innermost traced location in the user's own code, when ``location`` is in a
         #: library (torch, transformers, the standard library).
         self.user_location: str | None = None
+        #: Where the root frame of the trace was when this was raised: the instruction index
+        #: and how many times it had run (set by the root frame; used to place a graph break).
+        self.break_index: int | None = None
+        self.break_visit: int = 0
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -38,8 +43,8 @@ class Unsupported(TracerError):
             where += f", reached from {self.user_location}"
         hint = f" {self.hint}" if self.hint else ""
         return (
-            f"sapwood cannot capture {self.construct}{where}.{hint} Move this code out of the "
-            "compiled function or rewrite it (graph breaks are not supported yet)."
+            f"sapwood cannot capture {self.construct}{where}.{hint} With fullgraph=True this "
+            "is an error; without it, the line runs eagerly between two graphs (a graph break)."
         )
 
     def reached_from(self, user_location: str) -> None:

@@ -80,6 +80,11 @@ def load_const(frame: SymbolicFrame, inst: Instruction) -> None:
 def global_value(frame: SymbolicFrame, name: str) -> Value:
     tx = frame.tx
     g = frame.f_globals
+    assigned, pending = tx.side_effects.pending_global(g, name)
+    if assigned:
+        if pending is None:
+            raise Unsupported(f"reading the deleted global {name!r} (NameError)")
+        return pending
     if name in g:
         source: Source
         if frame.globals_source is None and g is tx.f_globals:
@@ -113,12 +118,19 @@ def load_name(frame: SymbolicFrame, inst: Instruction) -> None:
     raise Unsupported("module- or class-level code (LOAD_NAME)")
 
 
-@opcode("STORE_GLOBAL", "DELETE_GLOBAL")
+@opcode("STORE_GLOBAL")
 def store_global(frame: SymbolicFrame, inst: Instruction) -> None:
-    raise Unsupported(
-        f"assigning the global {inst.argval!r}",
-        hint="Pass the value in and out of the compiled function instead.",
-    )
+    # replayed on the real globals dict after the graph ran (see _side_effects)
+    frame.tx.side_effects.store_global(frame.f_globals, inst.argval, frame.pop())
+
+
+@opcode("DELETE_GLOBAL")
+def delete_global(frame: SymbolicFrame, inst: Instruction) -> None:
+    g = frame.f_globals
+    assigned, pending = frame.tx.side_effects.pending_global(g, inst.argval)
+    if (assigned and pending is None) or (not assigned and inst.argval not in g):
+        raise Unsupported(f"del of the undefined global {inst.argval!r} (NameError)")
+    frame.tx.side_effects.store_global(g, inst.argval, None)
 
 
 @opcode("MAKE_CELL")

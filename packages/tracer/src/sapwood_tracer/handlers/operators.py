@@ -16,6 +16,7 @@ from .._registry import opcode
 from ..errors import Unsupported
 from ..values.base import ConstantValue, Value
 from ..values.containers import ListValue, SliceValue, TupleValue
+from ..values.identity import compare_ids, same_object
 
 _NB_OPS: list[tuple[str, str]] = dis._nb_ops  # type: ignore[attr-defined]
 
@@ -79,14 +80,15 @@ def compare_op(frame: SymbolicFrame, inst: Instruction) -> None:
     # dis resolves the operator in both versions (3.12 keeps it in the high bits of arg).
     b = frame.pop()
     a = frame.pop()
-    frame.push(ops.compare(frame.tx, inst.argval, a, b))
+    ids = compare_ids(frame.tx, ops.COMPARE[inst.argval], a, b)  # id(x) == id(y)
+    frame.push(ids if ids is not None else ops.compare(frame.tx, inst.argval, a, b))
 
 
 @opcode("IS_OP")
 def is_op(frame: SymbolicFrame, inst: Instruction) -> None:
     b = frame.pop()
     a = frame.pop()
-    same = ops.identical(frame.tx, a, b)
+    same = same_object(frame.tx, a, b)
     frame.push(ConstantValue(same != bool(inst.arg)))
 
 

@@ -170,10 +170,8 @@ class ListValue(_SequenceValue):
 
     def check_mutable(self, tx: TraceSession) -> None:
         if self.source is not None:
-            raise Unsupported(
-                "mutating a list that was passed in",
-                hint="Copy it first (list(xs)) or mutate it outside the compiled function.",
-            )
+            # a list from the inputs: its final contents are written back after the graph
+            tx.side_effects.mutate_container(self)
 
     def getattr(self, tx: TraceSession, name: str) -> Value:
         from .functions import BoundBuiltinMethod
@@ -319,10 +317,10 @@ class DictValue(Value):
 
     def check_mutable(self, tx: TraceSession) -> None:
         if self.source is not None:
-            raise Unsupported(
-                "mutating a dict that was passed in",
-                hint="Copy it first (dict(d)) or mutate it outside the compiled function.",
-            )
+            if self.cls is not dict:
+                raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
+            # a dict from the inputs: its final contents are written back after the graph
+            tx.side_effects.mutate_container(self)
 
     def unpack(self, tx: TraceSession) -> list[Value]:
         return [k for k, _ in self.entries.values()]

@@ -81,9 +81,11 @@ class RealCellValue(Value):
         return self.stored
 
     def store(self, tx: TraceSession, value: Value | None) -> None:
-        raise Unsupported(
-            "assigning a nonlocal variable of a function defined outside the compiled code"
-        )
+        if value is None:
+            raise Unsupported("del of a nonlocal variable of a function defined outside")
+        # written back to the real cell after the graph ran (see _side_effects)
+        self.stored = value
+        tx.side_effects.store_cell(self)
 
 
 class FunctionValue(Value):

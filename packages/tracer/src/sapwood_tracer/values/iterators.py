@@ -29,6 +29,11 @@ class IteratorValue(Value):
     def next_value(self, tx: TraceSession) -> Value | None:
         raise NotImplementedError
 
+    def remaining(self) -> list[Value] | None:
+        """The items still to come, if known without running anything (for graph breaks
+        inside loops, where the rest of the loop gets them as a tuple); else None."""
+        return None
+
     def iterate(self, tx: TraceSession) -> Value:
         return self
 
@@ -68,6 +73,9 @@ class ListIteratorValue(IteratorValue):
         self.index += 1
         return v
 
+    def remaining(self) -> list[Value] | None:
+        return list(self.items[self.index :])
+
 
 class MapIteratorValue(IteratorValue):
     """``map(fn, *its)``, ``filter(fn, it)``: applies an inlined callable lazily, in order."""
@@ -82,6 +90,16 @@ class MapIteratorValue(IteratorValue):
 
     def describe(self) -> str:
         return f"a {self.kind} iterator"
+
+    def remaining(self) -> list[Value] | None:
+        from .containers import TupleValue
+
+        if self.kind != "zip":
+            return None  # map/filter would run their callable
+        parts = [it.remaining() for it in self.sources]
+        if any(p is None for p in parts):
+            return None
+        return [TupleValue(list(items)) for items in zip(*parts)]  # type: ignore[arg-type]
 
     def next_value(self, tx: TraceSession) -> Value | None:
         from .containers import TupleValue

@@ -224,8 +224,13 @@ class ModuleValue(Value):
             # ModuleList[a:b] builds a new ModuleList of the same children; a list of the
             # children behaves the same for iteration, len and indexing.
             children = list(self.module._modules.items())[key.as_slice()]
-            return ListValue([tx.wrap(m, AttrSource(self._src(), name)) for name, m in children])
+            return ListValue([self._child(tx, name, m) for name, m in children])
         return self._dunder(tx, "__getitem__", [key])
+
+    def _child(self, tx: TraceSession, name: str, module: torch.nn.Module) -> Value:
+        source = AttrSource(self._src(), name)
+        tx.member_stores[source] = "_modules"  # the guard reads the registry dict directly
+        return tx.wrap(module, source)
 
     def contains(self, tx: TraceSession, item: Value) -> bool:
         if lookup_mro(type(self.module), "__contains__")[0] is None:

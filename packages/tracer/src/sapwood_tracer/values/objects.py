@@ -524,9 +524,10 @@ _LOGGER_METHODS = frozenset(
 class LoggingCallValue(Value):
     """A logging method (``logger.warning``, ``logger.warning_once``, ...).
 
-    Logging is output, not data: the call runs once, while tracing, with its constant
-    arguments (so a message appears on the first call, like ``warning_once``), and is not
-    repeated by later calls of the compiled code.
+    Logging is output, not data. Where graph breaks are allowed, a logging call breaks the
+    graph and runs eagerly on every call, like the rest of the output. The ``*_once``
+    methods, and every method under ``fullgraph=True``, run once, while tracing, with their
+    constant arguments, and are not repeated by later calls of the compiled code.
     """
 
     __slots__ = ("method",)
@@ -539,6 +540,10 @@ class LoggingCallValue(Value):
         return f"logging method {getattr(self.method, '__name__', '?')}"
 
     def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        name = getattr(self.method, "__name__", "")
+        if tx.breaks_allowed and not name.endswith("_once"):
+            # output on every call: a graph break runs it eagerly each time
+            raise Unsupported(f"the logging call {name}()")
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported("a logging call with non-constant arguments")
         self.method(

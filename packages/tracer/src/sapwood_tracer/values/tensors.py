@@ -8,7 +8,8 @@ guarded (static shapes).
 Invariants:
 
 * Metadata reads (``shape``, ``dtype``, ``size()``, ``dim()``, ...) are answered from the fake
-  value and never create nodes.
+  value and never create nodes, except sizes that are symbolic (dynamic shapes): those are
+  :class:`~sapwood_tracer.values.symbolic.SymNumberValue` s backed by graph values.
 * Any operation whose result depends on tensor data (``item()``, ``bool(t)``, ``tolist()``)
   is refused: there is no value to branch on while tracing.
 * Every other tensor method and torch function becomes one graph node, created through
@@ -26,6 +27,13 @@ from sapwood_graph import FakePropagationError, Source
 
 from ..errors import Unsupported
 from .base import ConstantValue, Value, attribute_missing
+from .symbolic import (
+    SYMBOLIC_METADATA,
+    SymNumberValue,
+    has_symbolic_shape,
+    number_from_fake,
+    symbolic_size,
+)
 
 if TYPE_CHECKING:
     from .._trace import TraceSession
@@ -34,6 +42,7 @@ __all__ = [
     "TensorMethodValue",
     "TensorValue",
     "TorchFunctionValue",
+    "same_tensor",
     "to_graph_arg",
     "wrap_graph_result",
 ]
@@ -63,9 +72,13 @@ class TensorValue(Value):
     # -- metadata ----------------------------------------------------------------------------
     def getattr(self, tx: TraceSession, name: str) -> Value:
         fake = self.fake
+        if name == "shape" and has_symbolic_shape(fake):
+            return symbolic_size(tx, self, [], {})
         if name in _STATIC_ATTRS:
             return ConstantValue(_static_value(getattr(fake, name)))
-        if name in _DATA_DEPENDENT:
+        if name in _DATA_DEPENDENT and not callable(getattr(torch.Tensor, name, None)):
+            # (a data-dependent *method* is refused when called, so a graph break lands on
+            # the call, where it can run eagerly)
             raise Unsupported(f"Tensor.{name} (its result depends on tensor data)")
         if name == "T":
             if fake.dim() < 2:
@@ -78,7 +91,7 @@ class TensorValue(Value):
             )
         if name in ("real", "imag"):
             return tx.graph.call_function(tx, getattr(torch, name), [self], {})
-        if name in _REFUSED_ATTRS:
+        if name in _REFUSED_ATTRS and not callable(getattr(torch.Tensor, name, None)):
             raise Unsupported(f"Tensor.{name}", hint=_REFUSED_ATTRS[name])
         if name in _METADATA_METHODS or callable(getattr(torch.Tensor, name, None)):
             return TensorMethodValue(self, name)
@@ -124,6 +137,8 @@ def _is_fake(t: Any) -> bool:
 def _static_value(v: Any) -> Any:
     if isinstance(v, torch.Size):
         return torch.Size(int(s) for s in v)
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return v.node.pytype(v)  # a symbolic answer used as a constant: specialised, guarded
     return v
 
 
@@ -202,6 +217,8 @@ class TensorMethodValue(Value):
 
     def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
         name = self.name
+        if name in SYMBOLIC_METADATA and has_symbolic_shape(self.tensor.fake):
+            return SYMBOLIC_METADATA[name](tx, self.tensor, args, kwargs)
         if name in _METADATA_METHODS:
             return metadata_call(tx, getattr(torch.Tensor, name), [self.tensor, *args], kwargs)
         if name in _DATA_DEPENDENT or name in _REFUSED_ATTRS:
@@ -237,7 +254,7 @@ def metadata_call(tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str
 
 
 def fake_arg(value: Value) -> Any:
-    if isinstance(value, TensorValue):
+    if isinstance(value, (TensorValue, SymNumberValue)):
         return value.fake
     if value.is_constant():
         return value.as_constant()
@@ -248,7 +265,7 @@ def to_graph_arg(tx: TraceSession, value: Value) -> Any:
     """The argument to hand sapwood_graph for ``value`` (proxies for tensors, else constants)."""
     from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 
-    if isinstance(value, TensorValue):
+    if isinstance(value, (TensorValue, SymNumberValue)):
         return value.proxy
     if isinstance(value, ConstantValue):
         return value.value
@@ -278,6 +295,8 @@ def wrap_graph_result(tx: TraceSession, proxy: Any, fake: Any, what: str) -> Val
 
     if isinstance(fake, torch.Tensor):
         return TensorValue(proxy, fake)
+    if isinstance(fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return number_from_fake(proxy, fake)
     if fake is None:
         return ConstantValue(None)
     if isinstance(fake, (tuple, list)) and all(
@@ -331,6 +350,27 @@ class TorchFunctionValue(Value):
         from .._torch_functions import call_torch_function
 
         return call_torch_function(tx, self.fn, args, kwargs)
+
+
+def same_tensor(a: TensorValue, b: TensorValue) -> bool:
+    """Whether ``a`` and ``b`` are one Python object when the traced code runs eagerly.
+
+    The trace knows it from two facts. A value computed by an operation is a new object
+    unless torch's own kernel returned one of its inputs (``x.contiguous()`` of a contiguous
+    tensor, ``x.to()`` to what it already is, in-place operations): the fake kernel does the
+    same on the fake tensors, whose properties are those the guards fix, so the result's fake
+    tensor *is* the input's exactly when the real result will be the input. Inputs reached
+    through different sources are guarded to be distinct objects (or they are one value).
+    Where a value has no fake tensor of its own to compare, the answer is refused.
+    """
+    if a is b:
+        return True
+    if not (_is_fake(a.fake) and _is_fake(b.fake)):
+        raise Unsupported(
+            f"an identity test between {a.describe()} and {b.describe()} "
+            "(one of them has no fake tensor to compare)"
+        )
+    return a.fake is b.fake
 
 
 def graph_error(exc: FakePropagationError) -> Unsupported:

@@ -1,0 +1,76 @@
+"""Object identity in the trace: ``a is b`` and ``id(x)``.
+
+Invariants:
+
+* An identity test is answered from what the trace knows, never guessed: two tensors by
+  :func:`~sapwood_tracer.values.tensors.same_tensor` (one value, or torch's fake kernel
+  returned the very input), anything else by the interpreter's identity rules
+  (constants by value identity, objects from the inputs by the object they hold, values
+  made in the trace by value identity). A test that cannot be answered raises
+  :class:`~sapwood_tracer.Unsupported`.
+* ``id(x)`` is an :class:`ObjectIdValue`: it stands for a number the trace does not know, so
+  the only thing it supports is comparison with another ``id()`` (``==``/``!=``), which is an
+  identity test of the two objects. Arithmetic, hashing, printing or comparing it with a
+  number is refused.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from .base import ConstantValue, Value
+from .tensors import TensorValue, same_tensor
+
+if TYPE_CHECKING:
+    from .._trace import TraceSession
+
+__all__ = ["ObjectIdValue", "compare_ids", "same_object"]
+
+_ID_HINT = "Compare objects with `is`, or compare id() with another id() only."
+
+
+def same_object(tx: TraceSession, a: Value, b: Value) -> bool:
+    """``a is b``, answered from the trace's knowledge (or refused)."""
+    if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+        return same_tensor(a, b)
+    from .. import _operators
+
+    return _operators.identical(tx, a, b)
+
+
+class ObjectIdValue(Value):
+    """``id(target)``: comparable only with another ``id()``."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: Value) -> None:
+        super().__init__(None)
+        self.target = target
+
+    def describe(self) -> str:
+        return f"id() of {self.target.describe()}"
+
+    def python_type(self) -> type:
+        return int
+
+    def as_constant(self) -> Any:
+        raise Unsupported(
+            f"the number {self.describe()} (it is not known while tracing)", hint=_ID_HINT
+        )
+
+    def truth(self, tx: TraceSession) -> bool:
+        return True  # an id is never 0
+
+
+def compare_ids(tx: TraceSession, op: Any, a: Value, b: Value) -> Value | None:
+    """``a == b`` or ``a != b`` where either side is an ``id()``; None if neither is."""
+    if not (isinstance(a, ObjectIdValue) or isinstance(b, ObjectIdValue)):
+        return None
+    if op not in (operator.eq, operator.ne):
+        raise Unsupported(f"ordering {a.describe()} and {b.describe()}", hint=_ID_HINT)
+    if not (isinstance(a, ObjectIdValue) and isinstance(b, ObjectIdValue)):
+        raise Unsupported(f"comparing {a.describe()} with {b.describe()}", hint=_ID_HINT)
+    same = same_object(tx, a.target, b.target)
+    return ConstantValue(same if op is operator.eq else not same)

@@ -1,0 +1,532 @@
+"""Graph breaks: a catalogue of patterns, each with its expected graphs and operations.
+
+Every case runs compiled and eagerly on several inputs (twice each, so the cached entries and
+resume functions are exercised) and compares results; ``explain`` gives the number of graphs,
+the operations per graph and the breaks of the first call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+import sapwood_tracer
+from sapwood_tracer import Unsupported
+
+from .conftest import assert_same
+
+X = torch.arange(6.0).reshape(2, 3) - 2.0
+
+
+def _inputs() -> list[tuple[torch.Tensor]]:
+    return [(X,), (X + 5,), (-X - 5,)]
+
+
+def check_breaks(
+    fn: Callable[..., Any],
+    arg_sets: Sequence[tuple[Any, ...]],
+    *,
+    ops: list[int],
+    breaks: int,
+) -> sapwood_tracer.ExplainOutput:
+    report = sapwood_tracer.explain(fn)(*arg_sets[0])
+    assert report.op_counts == ops, str(report)
+    assert report.break_count == breaks, str(report)
+    sapwood_tracer.reset()
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    for args in arg_sets:
+        for _ in range(2):
+            assert_same(compiled(*args), fn(*args))
+    return report
+
+
+# -- the covered constructs --------------------------------------------------------------------
+
+
+def test_print_splits_the_graph_and_runs_once_per_call():
+    def fn(x):
+        a = x + 1
+        print("a is", a.shape)
+        return a * 2
+
+    report = check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+    assert "print()" in report.breaks[0].reason
+    assert report.breaks[0].location.endswith(f"test_graph_breaks.py:{_line(fn, 'print')}")
+
+
+def test_data_dependent_if_compiles_both_sides():
+    def fn(x):
+        y = x * 2
+        if y.sum() > 0:
+            y = y + 1
+        else:
+            y = y - 1
+        return y.relu()
+
+    check_breaks(fn, _inputs(), ops=[3, 2], breaks=1)
+
+
+def test_while_on_a_tensor_condition():
+    def fn(x):
+        y = x.abs() + 1
+        while y.sum() < 100:
+            y = y * 2
+        return y
+
+    check_breaks(fn, [(X,), (X * 10,)], ops=[4, 3], breaks=2)
+
+
+def test_item_and_tolist_run_eagerly():
+    def fn(x):
+        s = x.sum().item()
+        values = x[0].tolist()
+        return x * s + len(values)
+
+    check_breaks(fn, _inputs(), ops=[1, 1, 2], breaks=2)
+
+
+def test_bool_of_a_tensor():
+    def fn(x):
+        flag = bool((x > 0).any())
+        return x + 1 if flag else x - 1
+
+    check_breaks(fn, _inputs(), ops=[2, 1], breaks=1)
+
+
+def test_logging_runs_on_every_call(caplog):
+    logger = logging.getLogger("sapwood.tests.breaks")
+
+    def fn(x):
+        y = x + 1
+        logger.warning("y has %d elements", y.numel())
+        return y * 2
+
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    with caplog.at_level(logging.WARNING, logger="sapwood.tests.breaks"):
+        for _ in range(3):
+            assert_same(compiled(X), fn(X))
+    assert [r.getMessage() for r in caplog.records] == ["y has 6 elements"] * 6
+
+
+def test_calls_into_c_functions_the_tracer_does_not_model():
+    def fn(x):
+        y = x * 2
+        n = len(os.getcwd()) > 0
+        return y + n
+
+    check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+
+
+def test_disabled_functions_run_eagerly():
+    seen = []
+
+    @sapwood_tracer.disable
+    def eager_only(t):
+        seen.append(torch.is_grad_enabled())
+        return float(t.numpy().sum())  # could never be traced
+
+    def fn(x):
+        y = x + 1
+        return y * eager_only(y)
+
+    check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+    assert seen and all(seen)
+    assert sapwood_tracer.compile(eager_only, backend=lambda gm, ex: gm.forward) is eager_only
+
+
+def test_graph_break_splits_where_asked():
+    def fn(x):
+        y = x.sin()
+        sapwood_tracer.graph_break()
+        return y.cos()
+
+    check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+    assert sapwood_tracer.graph_break() is None
+
+
+def test_an_unsupported_opcode_runs_the_rest_eagerly(monkeypatch):
+    from sapwood_tracer import _registry
+
+    table = dict(_registry.dispatch_table())
+    del table["UNARY_NEGATIVE"]
+    monkeypatch.setattr(_registry, "_tables", {(3, 11): table, (3, 12): table})
+
+    def fn(x):
+        y = x * 3
+        z = -y
+        return z + 1
+
+    report = check_breaks(fn, _inputs(), ops=[1], breaks=1)
+    assert report.breaks[0].kind == "rest"
+    assert "UNARY_NEGATIVE" in report.breaks[0].reason
+
+
+# -- breaks at any depth -------------------------------------------------------------------
+
+
+def test_break_inside_a_loop_resumes_inside_the_body():
+    def fn(x):
+        total = x * 0
+        for i in range(3):
+            total = total + x * i
+            print(i)
+            total = total.relu()
+        return total
+
+    check_breaks(fn, _inputs(), ops=[3, 3, 3, 1], breaks=3)
+
+
+def test_break_inside_a_with_block_reenters_the_context():
+    modes = []
+
+    @sapwood_tracer.disable
+    def probe(t):
+        modes.append(torch.is_grad_enabled())
+        return t
+
+    def fn(x):
+        with torch.no_grad():
+            y = x * 2
+            y = probe(y)
+            z = y + 1
+        return z * x, z.requires_grad, torch.is_grad_enabled()
+
+    x = X.clone().requires_grad_(True)
+    # grad-mode switches are graph nodes: [off, mul, on] then [off, add, on, mul]
+    check_breaks(fn, [(x,), (x + 1,)], ops=[3, 4], breaks=1)
+    assert modes and not any(modes)
+    assert torch.is_grad_enabled()
+
+
+def test_break_inside_a_try_block_keeps_the_handler():
+    def fn(x):
+        try:
+            y = x + 1
+            print("inside try")
+            y = y * 2
+        except RuntimeError:
+            y = x
+        return y
+
+    check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+
+
+def test_exception_raised_by_the_eager_part_is_caught_by_the_users_handler():
+    @sapwood_tracer.disable
+    def fails(t):
+        raise KeyError("eager")
+
+    def fn(x):
+        y = x + 1
+        try:
+            y = fails(y)
+        except KeyError:
+            y = y * 10
+        return y
+
+    check_breaks(fn, _inputs(), ops=[1], breaks=1)
+
+
+def test_exception_from_the_eager_part_inside_a_with_block_exits_it():
+    @sapwood_tracer.disable
+    def fails(t):
+        raise KeyError("eager")
+
+    def fn(x):
+        try:
+            with torch.no_grad():
+                y = fails(x + 1)
+        except KeyError:
+            return x * 10, torch.is_grad_enabled()
+        return y, torch.is_grad_enabled()
+
+    check_breaks(fn, _inputs(), ops=[3], breaks=1)
+
+
+def test_an_uncaught_exception_from_the_eager_part_reaches_the_caller():
+    def fn(x):
+        y = x + 1
+        if y:  # ambiguous truth value of a tensor with several elements
+            y = y * 2
+        return y
+
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        compiled(X)
+
+
+def _helper_that_breaks(t):
+    u = t * 3
+    print("helper")
+    return u + 1
+
+
+def test_break_inside_an_inlined_callee_compiles_the_callee_too():
+    def fn(x):
+        a = x.sin()
+        b = _helper_that_breaks(a)
+        return b.cos()
+
+    report = check_breaks(fn, _inputs(), ops=[1, 1, 1, 1], breaks=2)
+    functions = [b.function for b in report.breaks]
+    assert functions == [
+        "test_break_inside_an_inlined_callee_compiles_the_callee_too.<locals>.fn",
+        "_helper_that_breaks",
+    ]
+    assert "a callee that breaks" in report.breaks[0].reason
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        h = self.lin(x)
+        self.calls += 1
+        if h.mean() > 0:
+            h = h * 2
+        return h.relu()
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = _Block()
+        self.b = _Block()
+
+    def forward(self, x):
+        return self.b(self.a(x)) + 1
+
+
+def test_breaking_submodules_of_a_model():
+    torch.manual_seed(0)
+    net, ref = _Net(), _Net()
+    ref.load_state_dict(net.state_dict())
+    compiled = sapwood_tracer.compile(net, backend=lambda gm, ex: gm.forward)
+    for x in (X, X + 3, -X):
+        assert_same(compiled(x), ref(x))
+    assert net.a.calls == ref.a.calls == 3 and net.b.calls == ref.b.calls == 3
+
+
+def test_closures_made_before_a_break_share_cells_with_the_rest():
+    def fn(x):
+        k = 2
+        scale = lambda t: t * k  # noqa: E731
+        print("closure alive")
+        y = scale(x)
+        k = 5  # seen by the closure made before the break
+        return y + scale(x)
+
+    check_breaks(fn, _inputs(), ops=[3], breaks=1)
+
+
+def test_nonlocal_accumulation_across_a_break():
+    def fn(x):
+        total = x * 0
+
+        def add(t):
+            nonlocal total
+            total = total + t
+
+        add(x)
+        print("between")
+        add(x * 2)
+        return total
+
+    check_breaks(fn, _inputs(), ops=[2, 2], breaks=1)
+
+
+def test_assigning_a_free_variable_of_the_compiled_function_is_written_back():
+    def make():
+        calls = 0
+
+        def fn(x):
+            nonlocal calls
+            calls += 1
+            return x * 2, calls
+
+        return fn, lambda: calls
+
+    fn, read = make()
+    compiled = sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)
+    for n in (1, 2, 3):
+        out, seen = compiled(X)
+        assert torch.equal(out, X * 2) and seen == n and read() == n
+
+
+# -- side effects at each graph exit ---------------------------------------------------------
+
+_GLOBAL_COUNTER = 0
+
+
+def test_side_effects_before_a_break_happen_in_order():
+    class Box:
+        pass
+
+    def fn(x, xs, d, box):
+        global _GLOBAL_COUNTER
+        xs.append(x * 2)
+        d["seen"] = len(xs)
+        box.value = x + 1
+        _GLOBAL_COUNTER = _GLOBAL_COUNTER + 1
+        snapshot = (len(xs), d["seen"], _GLOBAL_COUNTER)
+        print(snapshot)
+        xs.append(box.value)
+        made = Box()
+        made.t = x * 3
+        return made, snapshot
+
+    results = []
+    for compiled in (False, True):
+        global _GLOBAL_COUNTER
+        _GLOBAL_COUNTER = 0
+        xs, d, box = [X], {}, Box()
+        run = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward) if compiled else fn
+        made, snapshot = run(X, xs, d, box)
+        _made2, snapshot2 = run(X, xs, d, box)
+        results.append((xs, d, box.value, _GLOBAL_COUNTER, made.t, snapshot, snapshot2))
+    eager, ours = results
+    assert len(ours[0]) == len(eager[0]) == 5
+    for a, b in zip(ours[0], eager[0]):
+        assert torch.equal(a, b)
+    assert ours[1] == eager[1]
+    assert torch.equal(ours[2], eager[2]) and ours[3] == eager[3] == 2
+    assert torch.equal(ours[4], eager[4])
+    assert ours[5:] == eager[5:]
+
+
+def test_print_runs_once_per_call_even_with_several_breaks():
+    def fn(x):
+        y = x + 1
+        print("first")
+        if y.sum() > 0:
+            print("positive")
+        z = y.sum().item()
+        print("last", z)
+        return y * z
+
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    for args in _inputs():
+        eager_out, compiled_out = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(eager_out):
+            expected = fn(*args)
+        with contextlib.redirect_stdout(compiled_out):
+            got = compiled(*args)
+        assert_same(got, expected)
+        assert compiled_out.getvalue() == eager_out.getvalue()
+
+
+# -- API -------------------------------------------------------------------------------------
+
+
+def test_fullgraph_turns_the_first_break_into_an_error_naming_the_line():
+    def fn(x):
+        y = x + 1
+        print(y)
+        return y
+
+    compiled = sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)
+    with pytest.raises(Unsupported, match=rf"print\(\).*test_graph_breaks.py:{_line(fn, 'print')}"):
+        compiled(X)
+
+
+def test_allow_in_graph_records_one_node():
+    def custom(t):
+        try:  # a construct the tracer would refuse to trace into
+            raise ValueError
+        except ValueError:
+            pass
+        return t * 2 + 1
+
+    sapwood_tracer.allow_in_graph(custom)
+
+    def fn(x):
+        return custom(x.sin()).cos()
+
+    report = check_breaks(fn, _inputs(), ops=[3], breaks=0)
+    targets = [n.target for n in report.graphs[0].graph_module.graph.nodes]
+    assert custom in targets
+
+
+def test_disallow_in_graph_breaks_at_each_call():
+    from sapwood_tracer import _disable
+
+    def fn(x):
+        return torch.sinh(x + 1) * 2
+
+    sapwood_tracer.disallow_in_graph(torch.sinh)
+    try:
+        check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+    finally:
+        _disable._disallowed.discard(torch.sinh)
+
+
+def test_explain_prints_graphs_breaks_and_guards():
+    def fn(x):
+        y = x + 1
+        print("hi")
+        return y * 2
+
+    text = str(sapwood_tracer.explain(fn)(X))
+    assert text.startswith("Graphs: 2   Graph breaks: 1   Ops per graph: [1, 1]")
+    assert f"test_graph_breaks.py:{_line(fn, 'print')}: print()" in text
+    assert "L['x'] matches Tensor(float32, cpu, [2, 3])" in text
+
+
+def test_explain_reports_recompiles():
+    def fn(x):
+        y = x + 1
+        print("hi")
+        return y * 2
+
+    compiled_report = sapwood_tracer.explain(fn)
+    compiled_report(X)
+    report = sapwood_tracer.explain(fn)(X)
+    assert report.recompiles == []
+    assert report.graph_count == 2
+
+
+def test_log_topics_are_parsed_with_unknown_ones_reported(caplog):
+    from sapwood_tracer import _events
+
+    with caplog.at_level(logging.WARNING, logger="sapwood"):
+        topics = _events._parse("graph_breaks, bogus,guards")
+    assert topics == {"graph_breaks", "guards"}
+    assert "bogus" in caplog.text
+    assert _events._parse("all") == set(_events.TOPICS)
+
+
+def test_graph_break_logging_names_the_line(caplog, monkeypatch):
+    from sapwood_tracer import _events
+
+    monkeypatch.setattr(_events, "_topics", frozenset({"graph_breaks", "bytecode"}))
+
+    def fn(x):
+        y = x + 1
+        print("hi")
+        return y
+
+    with caplog.at_level(logging.INFO, logger="sapwood"), contextlib.redirect_stdout(io.StringIO()):
+        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert f"test_graph_breaks.py:{_line(fn, 'print')}: print()" in caplog.text
+    assert "def sapwood_entry(L, C, G):" in caplog.text
+    assert "resume function" in caplog.text
+    # the resume function shown as the user's source, its resume line marked
+    resume_line = f">>{_line(fn, 'print'):5d}"
+    assert any(line.startswith(resume_line) for line in caplog.text.splitlines())
+
+
+def _line(fn: Callable[..., Any], needle: str) -> int:
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, text in enumerate(lines) if needle in text)

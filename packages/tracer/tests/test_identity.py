@@ -1,0 +1,123 @@
+"""Identity tests between tensors computed in the trace, and ``id()``: answered from what the
+trace knows (one value, or torch returned the very input), equal to eager, in one graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import sapwood_tracer
+from sapwood_tracer import Unsupported
+
+X = torch.randn(3, 4)
+
+
+def test_a_value_is_itself_and_distinct_results_are_not_the_same_object(check):
+    def fn(x):
+        y = x * 2
+        z = y
+        return y + 1, z is y, (x * 2) is y, y is not z
+
+    check(fn, (X,))
+
+
+def test_contiguous_is_its_input_exactly_when_the_input_is_contiguous(check):
+    def fn(x):
+        y = x.contiguous()
+        return y * 2, y is x, y is not x
+
+    check(fn, (X,), (torch.randn(4, 3).t(),))
+
+
+def test_contiguous_of_a_computed_tensor_is_that_tensor(check):
+    def fn(x):
+        t = x + 1
+        return t.contiguous() is t, t.t().contiguous() is t, t.contiguous() * 3
+
+    check(fn, (X,))
+
+
+def test_to_the_same_dtype_is_the_input_and_to_another_dtype_is_not(check):
+    def fn(x):
+        return x.to(torch.float32) is x, x.float() is x, x.double() is x, x.cpu() is x, x + 1
+
+    check(fn, (X,), (X.double(),))
+
+
+def test_in_place_results_are_their_target(check):
+    def fn(x):
+        y = x.clone()
+        z = y.add_(1)
+        w = y
+        w += 1
+        return z is y, w is y, y.mul_(2) is z, y
+
+    check(fn, (X,))
+
+
+def test_views_are_new_objects(check):
+    def fn(x):
+        return x.view_as(x) is x, x.reshape(3, 4) is x, x[:] is x, x.detach() is x, x * 1
+
+    check(fn, (X,))
+
+
+def test_distinct_inputs_are_distinct_and_one_input_twice_is_one_object(check, backend):
+    def fn(a, b):
+        return a is b, a.contiguous() is b, a + b
+
+    other = torch.randn(3, 4)
+    check(fn, (X, other), (X, X))
+
+
+def test_ids_compare_as_identity(check):
+    def fn(x, y):
+        t = x + 1
+        u = t
+        same = id(t) == id(u)
+        differ = id(t) != id(x)
+        return same, differ, id(x) == id(y), id(x.contiguous()) == id(x), t
+
+    check(fn, (X, torch.randn(3, 4)))
+
+
+def test_ids_of_python_objects_compare_as_identity(check):
+    def fn(x, items):
+        alias = items
+        return x * 2, id(alias) == id(items), id(items) != id([]), id(None) == id(None)
+
+    check(fn, (X, [1, 2]))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda x: x * (id(x) % 2),
+        lambda x: x * 2 if id(x) == 7 else x,
+        lambda x: x * 2 if id(x) < id(x + 1) else x,
+    ],
+    ids=["arithmetic", "compared_with_a_number", "ordered"],
+)
+def test_what_an_id_cannot_tell_is_refused(backend, body):
+    compiled = sapwood_tracer.compile(body, backend=backend, fullgraph=True)
+    with pytest.raises(Unsupported, match="id"):
+        compiled(X)
+
+
+def test_tiny_transformer_is_one_graph_equal_to_eager(check):
+    torch.manual_seed(0)
+    model = torch.nn.Transformer(
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        dropout=0.0,
+    ).eval()
+    src, tgt = torch.randn(5, 2, 16), torch.randn(4, 2, 16)
+
+    def fn(src, tgt):
+        # the decoder's cross-attention asks `query is key` of two computed tensors
+        return model(src, tgt)
+
+    check(fn, (src, tgt), (torch.randn(5, 2, 16), torch.randn(4, 2, 16)), graphs=1)
