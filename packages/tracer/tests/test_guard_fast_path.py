@@ -288,3 +288,63 @@ def test_module_attribute_names_never_reach_the_generated_source(backend):
     assert "pwned" not in _only_entry().fn.__sapwood_source__
     setattr(m, evil, 4.0)
     torch.testing.assert_close(compiled(X), X * 4.0)
+
+
+def test_an_entry_with_many_guards_keeps_a_small_frame(backend, same):
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4, bias=False) for _ in range(100)])
+    compiled = _compile(model, backend)
+    same(compiled(X), model(X))
+    entry = _only_entry()
+    assert len(entry.guards) > 400
+    # the 100 weights are alive together at the graph call; everything else is reused
+    assert entry.fn.__code__.co_nlocals < 130
+
+
+def _straight_line_program(steps):
+    """Lines of a generated-style function body over ``v<n>`` locals, and its result."""
+    lines = []
+    for n, (kind, a, b) in enumerate(steps):
+        if kind == "const" or n == 0:
+            lines.append(f"    v{n} = {a}")
+        elif kind == "add":
+            lines.append(f"    v{n} = v{a % n} + v{b % n}")
+        else:  # an early exit, like a failed guard
+            lines.append(f"    if v{a % n} > {b * 50}:")
+            lines.append(f"        return (-1, v{a % n})")
+            lines.append(f"    v{n} = v{a % n} * 2")
+    reads = ", ".join(f"v{i}" for i in range(0, len(steps), 3))
+    lines.append(f"    return ({reads},)")
+    return lines
+
+
+def test_reusing_dead_locals_never_changes_what_a_function_computes():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from sapwood_tracer._codegen import _reuse_locals
+
+    step = st.tuples(
+        st.sampled_from(["const", "add", "exit"]), st.integers(0, 40), st.integers(0, 40)
+    )
+
+    @given(st.lists(step, min_size=1, max_size=40))
+    def run(steps):
+        lines = _straight_line_program(steps)
+        results = []
+        for body in (lines, _reuse_locals(lines)):
+            scope: dict = {}
+            exec("def f():\n" + "\n".join(body) + "\n", {}, scope)
+            results.append(scope["f"]())
+        assert results[0] == results[1]
+
+    run()
+
+
+def test_locals_are_left_alone_where_reuse_would_not_be_sound():
+    from sapwood_tracer._codegen import _reuse_locals
+
+    looped = ["    v0 = 1", "    for i in range(3):", "        v1 = v0 + i", "    return v1"]
+    assigned_twice = ["    v0 = 1", "    v1 = v0", "    v0 = 2", "    return v1 + v0"]
+    read_first = ["    v1 = v0", "    v0 = 1", "    return v1"]
+    for lines in (looped, assigned_twice, read_first):
+        assert _reuse_locals(lines) == lines

@@ -217,7 +217,7 @@ def test_id_is_refused():
         return x * (id(x) % 2)
 
     with pytest.raises(Unsupported, match="id"):
-        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+        sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward, fullgraph=True)(X)
 
 
 def test_exceptions_raised_by_constant_folding_are_unsupported():

@@ -14,6 +14,8 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import functools
 import inspect
@@ -221,12 +223,31 @@ _QUIET = _QuietWhilePropagating()
 logging.getLogger("torch._subclasses.fake_tensor").addFilter(_QUIET)
 
 
+def _python_dispatcher(mode: FakeTensorMode) -> Any:
+    env = mode.shape_env
+    if env is None:
+        return contextlib.nullcontext()
+    # (torch 2.13 renamed var_to_val to backed_var_to_val)
+    symbols = getattr(env, "backed_var_to_val", None)
+    if symbols is None:
+        symbols = env.var_to_val
+    if not symbols and not getattr(env, "unbacked_var_to_val", None):  # a static graph
+        return contextlib.nullcontext()
+    from torch._dispatch.python import enable_python_dispatcher
+
+    return enable_python_dispatcher()
+
+
 def propagate(mode: FakeTensorMode, name: str, run: Callable[[], Any]) -> Any:
     """Run ``run`` under the fake mode, turning any failure into a FakePropagationError."""
+    # With symbols in the shape environment, composite ops (matmul, ...) must decompose in
+    # Python on SymInts: without the Python dispatcher some torch versions (2.11) read their
+    # sizes through aten.size and specialise every symbolic size they touch.
+    dispatcher = _python_dispatcher(mode)
     was_on = getattr(_QUIET.active, "on", False)
     _QUIET.active.on = True
     try:
-        with mode:
+        with mode, dispatcher:
             return run()
     except FakePropagationError:
         raise

@@ -248,32 +248,28 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
         return _miss(code, C, G, L, backend, runtime, eager, dynamic)
 
     def call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if isinstance(fn, torch.nn.Module):
-            forward = type(fn).forward
-            if (
-                fn._forward_hooks
-                or fn._forward_pre_hooks
-                or not isinstance(forward, types.FunctionType)
-                or is_disabled(forward)
-                or torch.nn.modules.module._global_forward_hooks
-                or torch.nn.modules.module._global_forward_pre_hooks
-            ):
-                return fn(*args, **kwargs)
-            target: Any = forward
-            args = (fn, *args)
-        else:
-            target = fn
+        module = isinstance(fn, torch.nn.Module)
+        target: Any = type(fn).forward if module else fn
         if (
             not isinstance(target, types.FunctionType)
             or is_disabled(target)
             or _runs_uncompiled(target.__code__.co_filename)
+            or (
+                module
+                and (
+                    fn._forward_hooks
+                    or fn._forward_pre_hooks
+                    or torch.nn.modules.module._global_forward_hooks
+                    or torch.nn.modules.module._global_forward_pre_hooks
+                )
+            )
         ):
-            return fn(*args, **kwargs)
+            return fn(*args, **kwargs)  # eagerly, as called
         compiled = wrappers.get(target)
         if compiled is None:
-            compiled = wrappers[target] = _compiled_function(
-                target, backend, None, False, dynamic
-            )
+            compiled = wrappers[target] = _compiled_function(target, backend, None, False, dynamic)
+        if module:  # the module's forward, compiled, with the module as ``self``
+            return compiled(fn, *args, **kwargs)
         return compiled(*args, **kwargs)
 
     runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)

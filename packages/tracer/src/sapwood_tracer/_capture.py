@@ -150,9 +150,9 @@ def _capture_once(
             name: tx.real_cell(cell, ClosureCellSource(FunctionSource(), name))
             for name, cell in zip(code.co_freevars, closure)
         }
-        for (name, source), arg in zip(params, args):
+        for (name, param_source), arg in zip(params, args):
             if name in passed_cells:  # a resume function's cell, passed as the cell itself
-                cells[name] = tx.real_cell(arg, AttrSource(source, "cell_contents"))
+                cells[name] = tx.real_cell(arg, AttrSource(param_source, "cell_contents"))
         frame = SymbolicFrame(tx, code, f_globals, None, fast, cells, None)
         frame.visits = {}
         frame.break_at = plan

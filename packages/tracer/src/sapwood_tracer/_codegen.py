@@ -12,10 +12,16 @@ the function's closure cells and its globals dict.
 One function per cache entry checks the guards and, when they all hold, runs the entry: it
 returns a :class:`Miss` naming the first guard that failed (or raised), else the result.
 Values computed for the guards (``L['self'].fc.weight``, ...) are reused to feed the graph.
+
+Each source's value gets its own local (``v<n>``) while the text is built; :meth:`Emitter.build`
+then gives locals whose values are dead to later ones (``r<n>``), so a function checking
+thousands of guards keeps a small frame: CPython gives a frame bigger than its 16 KiB
+data-stack chunk a fresh memory mapping on every call.
 """
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any, cast
 
@@ -209,13 +215,57 @@ class Emitter:
         raise Unsupported(f"a guard over the source {source}")
 
     def build(self, name: str, body_lines: list[str]) -> Any:
-        text = f"def {name}(L, C, G):\n" + "\n".join(body_lines) + "\n"
+        text = f"def {name}(L, C, G):\n" + "\n".join(_reuse_locals(body_lines)) + "\n"
         compiled = compile(text, f"<sapwood {name}>", "exec")
         scope: dict[str, Any] = {}
         exec(compiled, self.namespace, scope)
         fn = scope[name]
         fn.__sapwood_source__ = text  # for debugging and tests
         return fn
+
+
+_LOCAL = re.compile(r"\bv\d+\b")
+_DEFINITION = re.compile(r"^\s*(v\d+) = ")
+
+
+def _reuse_locals(lines: list[str]) -> list[str]:
+    """``lines`` with the ``v<n>`` locals renamed so that a local whose value is dead (no
+    later line reads it) lends its name to the next one defined.
+
+    Sound for the code the emitters write: straight-line (no loops), each local assigned once
+    before any read. Anything else (a loop, a second assignment, a read before the
+    assignment) leaves the lines as they are.
+    """
+    if any(line.lstrip().startswith(("for ", "while ", "async ")) for line in lines):
+        return lines
+    defined: dict[str, int] = {}
+    last_read: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        match = _DEFINITION.match(line)
+        if match is not None:
+            if match.group(1) in defined:
+                return lines
+            defined[match.group(1)] = i
+        for token in _LOCAL.findall(line):
+            if token not in defined:
+                return lines  # read before it is assigned
+            last_read[token] = i
+    rename: dict[str, str] = {}
+    free: list[str] = []
+    freed_after: dict[int, list[str]] = {}
+    slots = 0
+    for i, line in enumerate(lines):
+        match = _DEFINITION.match(line)
+        if match is not None:
+            if free:
+                name = free.pop()
+            else:
+                name = f"r{slots}"
+                slots += 1
+            rename[match.group(1)] = name
+            freed_after.setdefault(last_read[match.group(1)], []).append(name)
+        free.extend(freed_after.pop(i, ()))
+    return [_LOCAL.sub(lambda t: rename[t.group(0)], line) for line in lines]
 
 
 def _parameters(code: types.CodeType) -> tuple[str, ...]:

@@ -247,7 +247,7 @@ def compare(tx: TraceSession, op: str, a: Value, b: Value) -> Value:
 
 def identical(tx: TraceSession, a: Value, b: Value) -> bool:
     """``a is b`` where it is decidable at trace time."""
-    from .values.tensors import TensorValue
+    from .values.tensors import TensorValue, same_tensor
 
     if a is b:
         return True
@@ -255,9 +255,7 @@ def identical(tx: TraceSession, a: Value, b: Value) -> bool:
         return a.value is b.value
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         if isinstance(a, TensorValue) and isinstance(b, TensorValue):
-            if a.is_input() and b.is_input():
-                return False  # distinct inputs are guarded not to alias
-            raise Unsupported("an identity test between two tensors computed in the trace")
+            return same_tensor(a, b)
         return False
     ka, kb = tx.identity_key(a), tx.identity_key(b)
     if a.is_constant() != b.is_constant():

@@ -237,7 +237,7 @@ def emit_cell(em: Emitter, cell: RealCellValue, indent: str) -> str:
             return f"C[{em.freevars[source.cell_name]}]"
         fn = em.source(source.of, indent)
         return f"{em.const(_closure_cell_object)}({fn}, {em.const(source.cell_name)})"
-    if isinstance(source, AttrSource) and source.attr == "cell_contents":
+    if isinstance(source, AttrSource) and source.attr == "cell_contents" and source.base:
         return em.source(source.base, indent)
     raise Unsupported(f"rebuilding a closure cell reached through {source}")
 
