@@ -15,7 +15,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-
 import dataclasses
 import functools
 import inspect
