@@ -102,11 +102,13 @@ def main(out: pathlib.Path) -> dict:
         "rows": rows,
         "python": sys.version.split()[0],
         "torch": torch.__version__,
+        # (in the loop case dynamo runs the whole function eagerly: it gives up on frames that
+        # break inside a loop, so that row is informative, not like for like)
         "ratios": [
             {
                 "label": f"per call with graph breaks, {r['label']} / dynamo",
                 "value": r["ratio"],
-                "target": 1.0,
+                "target": None if "loop" in r["label"] else 1.0,
             }
             for r in rows
         ],

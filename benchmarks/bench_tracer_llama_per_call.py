@@ -53,7 +53,7 @@ def main(out: pathlib.Path) -> dict:
         ours(input_ids=ids, use_cache=False)
         dynamo(input_ids=ids, use_cache=False)
         times: dict[str, list[float]] = {"eager": [], "sapwood": [], "dynamo": []}
-        for _ in range(5):  # interleaved rounds; the median round is reported
+        for _ in range(9):  # interleaved rounds; the median round is reported
             for name, fn in (("eager", model), ("sapwood", ours), ("dynamo", dynamo)):
                 t = min(
                     timeit.repeat(
