@@ -154,7 +154,7 @@ def test_graph_break_splits_where_asked():
     assert sapwood_tracer.graph_break() is None
 
 
-def test_an_unsupported_opcode_runs_the_rest_eagerly(monkeypatch):
+def test_an_unsupported_opcode_runs_eagerly_and_the_rest_is_compiled(monkeypatch):
     from sapwood_tracer import _registry
 
     table = dict(_registry.dispatch_table())
@@ -166,9 +166,40 @@ def test_an_unsupported_opcode_runs_the_rest_eagerly(monkeypatch):
         z = -y
         return z + 1
 
-    report = check_breaks(fn, _inputs(), ops=[1], breaks=1)
-    assert report.breaks[0].kind == "rest"
+    report = check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
     assert "UNARY_NEGATIVE" in report.breaks[0].reason
+
+
+def test_an_unsupported_instruction_without_an_eager_form_runs_the_rest_eagerly(monkeypatch):
+    from sapwood_tracer import _registry
+
+    table = dict(_registry.dispatch_table())
+    del table["BUILD_TUPLE"]
+    monkeypatch.setattr(_registry, "_tables", {(3, 11): table, (3, 12): table})
+
+    def fn(x, n):
+        y = x * 3
+        pair = (y, n)
+        return pair[0] + pair[1]
+
+    report = sapwood_tracer.explain(fn)(X, 2)
+    assert report.op_counts == [1] and report.breaks[0].kind == "rest"
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    assert_same(compiled(X, 2), fn(X, 2))
+
+
+def test_a_failing_value_operation_raises_into_the_users_handler():
+    def fn(x):
+        y = x + 1
+        pair = (1, 2)
+        try:
+            pair[0] = 5  # TypeError, raised by the eager STORE_SUBSCR
+        except TypeError:
+            y = y * 2
+        return y
+
+    report = check_breaks(fn, _inputs(), ops=[1], breaks=1)
+    assert report.breaks[0].kind == "call"
 
 
 # -- breaks at any depth -------------------------------------------------------------------

@@ -19,6 +19,8 @@ Three kinds of break:
   compile path, so its code before and after its own break is compiled as well);
 * ``jump`` — a conditional jump on a value whose truth is data-dependent (``if x.sum() > 0``);
   ``bool()`` runs eagerly and one of two resume functions continues;
+* value operations (operators, subscripts, comparisons, ``in``/``is``, attribute stores) the
+  trace cannot model are run eagerly through ``operator`` as a ``call`` break;
 * ``rest`` — any other instruction: the rest of the function from that instruction runs
   eagerly (correct, not fast; ``explain`` reports it).
 
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ._instructions import Instruction
 from ._resume import ResumeLayout, StackSlot, resume_code, resume_info
 from .errors import Unsupported
-from .values.base import NULL, Value
+from .values.base import NULL, ConstantValue, Value
 from .values.containers import TupleValue
 from .values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
 from .values.functions import BoundMethodValue, UserFunctionValue
@@ -208,8 +210,81 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         exit.jump_if_true = jump_if_true
         exit.continuations = [taken, fallthrough]
         return exit
+    operation = _eager_operation(inst)
+    if operation is not None and len(stack) >= operation.arity:
+        # a value operation the trace could not model: the operator runs eagerly, like a call
+        operands = stack[len(stack) - operation.arity :]
+        below = stack[: len(stack) - operation.arity]
+        if not any(v is NULL or isinstance(v, (ContextExitValue, IteratorValue)) for v in operands):
+            result_slot = _ResultPlaceholder()
+            items = [*below, result_slot] if operation.pushes else below
+            cont = continuation(inst.index + 1, items)
+            exit.kind = "call"
+            exit.callee = ConstantValue(operation.fn)
+            exit.args = [
+                ConstantValue(inst.argval) if i == "name" else operands[i]  # type: ignore[index]
+                for i in operation.order
+            ]
+            exit.continuations = [cont]
+            exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
+            return exit
     exit.continuations = [continuation(inst.index, stack, eager=True)]
     return exit
+
+
+@dataclass(frozen=True, slots=True)
+class _Operation:
+    """An instruction run eagerly as ``fn(*operands in order)``."""
+
+    fn: Any
+    arity: int  # stack items it consumes
+    order: tuple[Any, ...]  # operand indices (from the deepest), "name" for the argval
+    pushes: bool = True
+
+
+def _not_contains(container: Any, item: Any) -> bool:
+    return item not in container
+
+
+def _slice_get(container: Any, start: Any, stop: Any) -> Any:
+    return container[start:stop]
+
+
+def _slice_set(value: Any, container: Any, start: Any, stop: Any) -> None:
+    container[start:stop] = value
+
+
+def _eager_operation(inst: Instruction) -> _Operation | None:
+    import dis
+    import operator
+
+    from . import _operators as ops
+
+    name = inst.opname
+    if name == "BINARY_OP":
+        symbol = dis._nb_ops[inst.arg][1]  # type: ignore[attr-defined, index]
+        return _Operation(ops.INPLACE.get(symbol) or ops.BINARY[symbol], 2, (0, 1))
+    if name == "COMPARE_OP" and inst.argval in ops.COMPARE:
+        return _Operation(ops.COMPARE[inst.argval], 2, (0, 1))
+    unary = {
+        "UNARY_NEGATIVE": operator.neg,
+        "UNARY_POSITIVE": operator.pos,
+        "UNARY_INVERT": operator.invert,
+        "UNARY_NOT": operator.not_,
+    }
+    if name in unary:
+        return _Operation(unary[name], 1, (0,))
+    table = {
+        "IS_OP": _Operation(operator.is_not if inst.arg else operator.is_, 2, (0, 1)),
+        "CONTAINS_OP": _Operation(_not_contains if inst.arg else operator.contains, 2, (1, 0)),
+        "BINARY_SUBSCR": _Operation(operator.getitem, 2, (0, 1)),
+        "STORE_SUBSCR": _Operation(operator.setitem, 3, (1, 2, 0), pushes=False),
+        "DELETE_SUBSCR": _Operation(operator.delitem, 2, (0, 1), pushes=False),
+        "STORE_ATTR": _Operation(setattr, 2, (1, "name", 0), pushes=False),
+        "BINARY_SLICE": _Operation(_slice_get, 3, (0, 1, 2)),
+        "STORE_SLICE": _Operation(_slice_set, 4, (0, 1, 2, 3), pushes=False),
+    }
+    return table.get(name)
 
 
 class _ResultPlaceholder(Value):
