@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 import sysconfig
 import types
 import weakref
@@ -207,20 +206,18 @@ _runtimes: dict[tuple[int, bool | None], tuple[Any, BreakRuntime]] = {}
 # Callees from these places run eagerly at a graph break instead of being compiled on their
 # own: the standard library, torch itself and sapwood (model code from installed packages,
 # e.g. transformers, is compiled: site-packages sits inside the standard library's folder).
-_UNCOMPILED_DIRS = tuple(
-    os.path.dirname(str(m.__file__)) + os.sep
-    for m in (os, torch, sys.modules[__name__.rpartition(".")[0]])
-)
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+_TORCH_DIR = os.path.dirname(str(torch.__file__)) + os.sep
+_SAPWOOD_DIR = os.path.dirname(__file__) + os.sep
 _INSTALLED_DIRS = tuple(
     {sysconfig.get_paths()["purelib"] + os.sep, sysconfig.get_paths()["platlib"] + os.sep}
 )
-_TORCH_DIR = _UNCOMPILED_DIRS[1]
 
 
 def _runs_uncompiled(filename: str) -> bool:
-    if filename.startswith((_TORCH_DIR, *_UNCOMPILED_DIRS[2:])):
+    if filename.startswith((_TORCH_DIR, _SAPWOOD_DIR)):
         return True
-    return filename.startswith(_UNCOMPILED_DIRS[0]) and not filename.startswith(_INSTALLED_DIRS)
+    return filename.startswith(_STDLIB_DIR) and not filename.startswith(_INSTALLED_DIRS)
 
 
 def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:

@@ -102,7 +102,6 @@ class BreakExit:
     kind: str  # "call", "jump" or "rest"
     reason: str
     location: str
-    instruction: Instruction
     contexts: list[TorchContext]
     #: call: the callee, positional and keyword argument values
     callee: Value | None = None
@@ -113,8 +112,6 @@ class BreakExit:
     jump_if_true: bool = False
     #: call: one continuation (the result is pushed); jump: [taken, not taken]; rest: one
     continuations: list[Continuation] = field(default_factory=list)
-    #: call: where the call's result goes in the first continuation's values
-    result_position: int = -1
     #: call/jump: where an exception raised by the eager part goes (the original's handlers,
     #: run eagerly from the breaking instruction)
     on_error: Continuation | None = None
@@ -172,7 +169,6 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         kind="rest",
         reason=reason,
         location=frame.location(),
-        instruction=inst,
         contexts=contexts,
     )
 
@@ -195,7 +191,6 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         cont = continuation(inst.index + 1, [*below, result_slot])
         exit.kind = "call"
         exit.callee, exit.args, exit.kwargs = callee, args, kwargs
-        exit.result_position = cont.values.index(result_slot)
         exit.continuations = [cont]
         return exit
     truth = _JUMPS_ON_TRUTH.get(inst.opname)

@@ -240,8 +240,7 @@ def _skipping_empty(backend: Any) -> Any:
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes):
-            fn = _EmptyGraph(gm)
-            return fn
+            return _EmptyGraph(gm)
         return backend(gm, example_inputs)
 
     compile_graph.__name__ = getattr(backend, "__name__", type(backend).__name__)
