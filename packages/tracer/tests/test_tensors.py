@@ -183,6 +183,33 @@ def test_dtype_and_device_arguments(check):
     check(fn, (X,))
 
 
+def test_conversions_that_change_nothing_are_the_tensor_itself(backend):
+    # torch returns the receiver itself when there is nothing to convert; the trace does
+    # the same and records no node for it, so the call costs no dispatch
+    def fn(x, y):
+        a = x.to(x.dtype)
+        b = x.float().contiguous().cpu()
+        c = y.contiguous()  # y is a transposed view: a real copy
+        d = x.to(torch.float64)  # a real conversion
+        return a, b, c, d, a is x, c is y
+
+    y = torch.randn(5, 4).t()
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    for _ in range(2):
+        out = compiled(X, y)
+        assert out[0] is X and out[1] is X
+        assert out[4] is True and out[5] is False
+        assert out[2] is not y and out[2].is_contiguous() and torch.equal(out[2], y)
+        assert out[3].dtype is torch.float64 and torch.equal(out[3], X.double())
+    (gm,) = backend.graphs
+    targets = sorted(str(n.target) for n in gm.graph.nodes if n.op == "call_method")
+    assert targets == ["contiguous", "to"]
+    # another dtype is another trace, where the conversion is a node again
+    half = X.half()
+    out = compiled(half, y)
+    assert out[0] is half and out[1] is not half and out[1].dtype is torch.float32
+
+
 def test_branching_on_a_tensor_is_refused():
     def fn(x):
         if x.sum() > 0:

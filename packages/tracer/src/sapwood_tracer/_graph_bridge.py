@@ -32,6 +32,30 @@ if TYPE_CHECKING:
 
 __all__ = ["GraphBridge"]
 
+#: Tensor methods that do not mutate and return their receiver itself when there is nothing
+#: to convert (same dtype, device, layout or memory format). The fake result tells which case
+#: a call is: it is then the receiver's fake tensor itself.
+_SELF_WHEN_UNCHANGED = frozenset(
+    {
+        "to",
+        "type",
+        "type_as",
+        "contiguous",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "int",
+        "long",
+        "short",
+        "bool",
+        "byte",
+        "char",
+        "cpu",
+        "cuda",
+    }
+)
+
 
 class GraphBridge:
     """Records one trace's graph."""
@@ -100,7 +124,20 @@ class GraphBridge:
             proxy = self.og.root.call_method(name, gargs, gkwargs)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
-        return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], f"Tensor.{name}")
+        fake = proxy.node.meta["example_value"]
+        receiver = args[0] if args else None
+        if (
+            name in _SELF_WHEN_UNCHANGED
+            and isinstance(receiver, TensorValue)
+            and fake is receiver.fake
+            and not proxy.node.users
+        ):
+            # ``x.to(x.dtype)``, ``x.float()`` on a float tensor, ``x.contiguous()`` on a
+            # contiguous one: torch returns ``x`` itself, decided by metadata the guards fix.
+            # The node would cost a dispatch per call for nothing; the value is ``x``.
+            self.og.root.graph.erase_node(proxy.node)
+            return receiver
+        return wrap_graph_result(tx, proxy, fake, f"Tensor.{name}")
 
     def getitem_proxy(self, proxy: Any, index: int) -> Any:
         return self.og.root.call_function(operator.getitem, (proxy, index))
