@@ -66,7 +66,7 @@ def main(out: pathlib.Path) -> dict:
             for name, fn in order:
                 t = min(
                     timeit.repeat(
-                        lambda fn=fn: fn(input_ids=ids, use_cache=False), number=10, repeat=3
+                        lambda fn=fn: fn(input_ids=ids, use_cache=False), number=10, repeat=5
                     )
                 )
                 times[name].append(t / 10)

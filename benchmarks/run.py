@@ -8,8 +8,10 @@ Each benchmark is a file ``benchmarks/bench_<name>.py`` that defines
   ratio) and writes ``out/<name>.json``.
 
 ``python benchmarks/run.py`` runs the CPU ones, ``--gpu`` the GPU ones, ``-k WORD`` those whose
-name contains WORD. A benchmark that raises is reported and makes the run exit non-zero, but
-the others still run. ``summary.json`` in the output folder gathers every result.
+name contains WORD. Each benchmark runs in a process of its own, so none inherits the threads,
+caches and heap another one left behind. A benchmark that fails is reported and makes the run
+exit non-zero, but the others still run. ``summary.json`` in the output folder gathers every
+result.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -33,13 +35,22 @@ def _load(path: Path):
     return module
 
 
+def _child_result(out: Path, path: Path) -> Path:
+    return out / f".{path.stem}.result.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="run the GPU benchmarks instead")
     parser.add_argument("--out", type=Path, default=HERE.parent / "bench-results")
     parser.add_argument("-k", dest="keyword", default="", help="only names containing this")
+    parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)  # the child of one benchmark
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.one is not None:
+        result = _load(args.one).main(args.out)
+        _child_result(args.out, args.one).write_text(json.dumps(result, indent=2, default=str))
+        return 0
 
     summary: dict[str, object] = {}
     failed: list[str] = []
@@ -53,11 +64,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"\n=== {name} ===", flush=True)
         started = time.perf_counter()
-        try:
-            summary[name] = module.main(args.out)
+        child = _child_result(args.out, path)
+        child.unlink(missing_ok=True)
+        command = [sys.executable, str(Path(__file__).resolve()), "--one", str(path)]
+        code = subprocess.call([*command, "--out", str(args.out)])
+        if code == 0 and child.exists():
+            summary[name] = json.loads(child.read_text())
+            child.unlink()
             ran += 1
-        except Exception:
-            traceback.print_exc()
+        else:
+            print(f"{name} failed (exit status {code})", flush=True)
             failed.append(name)
         print(f"--- {name}: {time.perf_counter() - started:.1f} s", flush=True)
 
