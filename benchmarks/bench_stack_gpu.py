@@ -94,9 +94,6 @@ def _raw_graph_tiny(torch: Any, x: Any) -> float:
 
 def _profile_training(column: str, step: Any, torch: Any) -> None:
     """Where a training step's host time goes: own time per function, and the tree runtime's."""
-    import cProfile
-    import io
-    import pstats
     import time
 
     from sapwood_cudagraph_trees import _api
@@ -140,32 +137,24 @@ def _profile_training(column: str, step: Any, torch: Any) -> None:
                     f"inputs; {len(node.address_checks)} address checks, {len(node.copies)} "
                     f"copies, {len(node.fit_checks)} liveness checks"
                 )
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(50):
-        step()
-    torch.cuda.synchronize()
-    profiler.disable()
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(22)
-    print(f"[{column}] cProfile of 50 steps, by own time:\n{text.getvalue()}")
+    _print_cprofile(column, "training steps", step, calls=50, rows=22, torch=torch)
 
 
-def _profile_tiny(column: str, fn: Any, torch: Any) -> None:
-    """Where the tiny function's host time per call goes: own time per function."""
+def _print_cprofile(column: str, what: str, fn: Any, calls: int, rows: int, torch: Any) -> None:
+    """The functions with the most own time over ``calls`` calls of ``fn``."""
     import cProfile
     import io
     import pstats
 
     profiler = cProfile.Profile()
     profiler.enable()
-    for _ in range(2000):
+    for _ in range(calls):
         fn()
     torch.cuda.synchronize()
     profiler.disable()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(16)
-    print(f"[{column}] cProfile of 2000 tiny calls, by own time:\n{text.getvalue()}")
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(rows)
+    print(f"[{column}] cProfile of {calls} {what}, by own time:\n{text.getvalue()}")
 
 
 def main(out: Path, profile: bool = False) -> dict[str, Any]:
@@ -254,7 +243,7 @@ def main(out: Path, profile: bool = False) -> dict[str, Any]:
         if profile:
             for column, fn in pair.items():
                 if workload == "tiny":
-                    _profile_tiny(column, fn, torch)
+                    _print_cprofile(column, "tiny calls", fn, calls=2000, rows=16, torch=torch)
                 elif workload == "gpt_train_step":
                     _profile_training(column, fn, torch)
         pair.clear()
