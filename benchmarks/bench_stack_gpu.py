@@ -140,6 +140,23 @@ def _profile_training(column: str, step: Any, torch: Any) -> None:
     _print_cprofile(column, "training steps", step, calls=50, rows=22, torch=torch)
 
 
+def _print_tree(column: str) -> None:
+    """The functions on sapwood's tree after the training steps of ``column``."""
+    import sapwood_cudagraph_trees
+
+    info = sapwood_cudagraph_trees.tree_info(0)
+    functions = [
+        (f.name, f.mode, f.recordings, f.replays, f.eager_reason, f.fallbacks)
+        for f in info.functions
+    ]
+    print(
+        f"[{column}] tree after training:",
+        functions,
+        "checkpoint restores",
+        info.checkpoint_restores,
+    )
+
+
 def _print_cprofile(column: str, what: str, fn: Any, calls: int, rows: int, torch: Any) -> None:
     """The functions with the most own time over ``calls`` calls of ``fn``."""
     import cProfile
@@ -246,6 +263,8 @@ def main(out: Path, profile: bool = False) -> dict[str, Any]:
                     _print_cprofile(column, "tiny calls", fn, calls=2000, rows=16, torch=torch)
                 elif workload == "gpt_train_step":
                     _profile_training(column, fn, torch)
+        if workload == "gpt_train_step" and target in pair:
+            _print_tree(target)
         pair.clear()
         # the other columns, each on its own
         for column, make in compilers.items():
@@ -256,22 +275,11 @@ def main(out: Path, profile: bool = False) -> dict[str, Any]:
                 fn, first = build(workload, make)
                 per_call = per_call_seconds(fn, calls=calls[workload], sync=sync)
                 results[workload][column] = {"per_call": per_call, "first_call": first}
+                if workload == "gpt_train_step" and "sapwood" in column:
+                    _print_tree(column)
             except Exception as error:
                 errors[f"{column} ({workload})"] = f"{type(error).__name__}: {error}"
                 traceback.print_exc()
-    import sapwood_cudagraph_trees
-
-    info = sapwood_cudagraph_trees.tree_info(0)
-    print(
-        "[torch.compile on sapwood trees] tree after training:",
-        [
-            (f.name, f.mode, f.recordings, f.replays, f.eager_reason, f.fallbacks)
-            for f in info.functions
-        ],
-        "checkpoint restores",
-        info.checkpoint_restores,
-    )
-
     for workload, by_column in results.items():
         ref = by_column.get(reference, {}).get("per_call")
         rows = [
