@@ -104,7 +104,7 @@ def test_hugging_face_models_with_attention_kept_out_of_the_graphs(name: str) ->
     pytest.importorskip("transformers")
     from zoo import build_hf
 
-    from sapwood_tracer import _disable
+    from sapwood_tracer import marks as _disable
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     model, inputs = build_hf(name)

@@ -82,7 +82,8 @@ def test_non_callables_are_refused():
 
 
 def test_unknown_opcode_is_reported_by_name(monkeypatch):
-    from sapwood_tracer import Unsupported, _registry
+    from sapwood_tracer import Unsupported
+    from sapwood_tracer.interpreter import registry as _registry
 
     table = dict(_registry.dispatch_table())
     del table["BINARY_OP"]

@@ -155,7 +155,7 @@ def test_graph_break_splits_where_asked():
 
 
 def test_an_unsupported_opcode_runs_eagerly_and_the_rest_is_compiled(monkeypatch):
-    from sapwood_tracer import _registry
+    from sapwood_tracer.interpreter import registry as _registry
 
     table = dict(_registry.dispatch_table())
     del table["UNARY_NEGATIVE"]
@@ -171,7 +171,7 @@ def test_an_unsupported_opcode_runs_eagerly_and_the_rest_is_compiled(monkeypatch
 
 
 def test_an_unsupported_instruction_without_an_eager_form_runs_the_rest_eagerly(monkeypatch):
-    from sapwood_tracer import _registry
+    from sapwood_tracer.interpreter import registry as _registry
 
     table = dict(_registry.dispatch_table())
     del table["BUILD_TUPLE"]
@@ -527,7 +527,7 @@ def test_allow_in_graph_records_one_node():
 
 
 def test_disallow_in_graph_breaks_at_each_call():
-    from sapwood_tracer import _disable
+    from sapwood_tracer import marks as _disable
 
     def fn(x):
         return torch.sinh(x + 1) * 2
@@ -565,7 +565,7 @@ def test_explain_reports_recompiles():
 
 
 def test_log_topics_are_parsed_with_unknown_ones_reported(caplog):
-    from sapwood_tracer import _events
+    from sapwood_tracer.api import events as _events
 
     with caplog.at_level(logging.WARNING, logger="sapwood"):
         topics = _events._parse("graph_breaks, bogus,guards")
@@ -575,7 +575,7 @@ def test_log_topics_are_parsed_with_unknown_ones_reported(caplog):
 
 
 def test_graph_break_logging_names_the_line(caplog, monkeypatch):
-    from sapwood_tracer import _events
+    from sapwood_tracer.api import events as _events
 
     monkeypatch.setattr(_events, "_topics", frozenset({"graph_breaks", "bytecode"}))
 

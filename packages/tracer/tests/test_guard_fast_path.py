@@ -35,7 +35,7 @@ def _compile(module, backend, **options):
 
 
 def _only_entry():
-    from sapwood_tracer import _cache
+    from sapwood_tracer.api import cache as _cache
 
     (cache,) = [c for c in _cache._caches.values() if c.entries]
     return cache.entries[0]
@@ -321,7 +321,7 @@ def test_reusing_dead_locals_never_changes_what_a_function_computes():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from sapwood_tracer._codegen import _reuse_locals
+    from sapwood_tracer.guards.emitter import _reuse_locals
 
     step = st.tuples(
         st.sampled_from(["const", "add", "exit"]), st.integers(0, 40), st.integers(0, 40)
@@ -341,7 +341,7 @@ def test_reusing_dead_locals_never_changes_what_a_function_computes():
 
 
 def test_locals_are_left_alone_where_reuse_would_not_be_sound():
-    from sapwood_tracer._codegen import _reuse_locals
+    from sapwood_tracer.guards.emitter import _reuse_locals
 
     looped = ["    v0 = 1", "    for i in range(3):", "        v1 = v0 + i", "    return v1"]
     assigned_twice = ["    v0 = 1", "    v1 = v0", "    v0 = 2", "    return v1 + v0"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sapwood_tracer._frame import SymbolicFrame
-from sapwood_tracer._graph_bridge import GraphBridge
-from sapwood_tracer._instructions import Instruction
-from sapwood_tracer._trace import TraceSession
+from sapwood_tracer.interpreter.frame import SymbolicFrame
+from sapwood_tracer.interpreter.graph_bridge import GraphBridge
+from sapwood_tracer.interpreter.instructions import Instruction
+from sapwood_tracer.interpreter.session import TraceSession
 from sapwood_tracer.values.containers import ListValue
 
 V312 = (3, 12)
@@ -209,7 +209,7 @@ def _run_with_globals(program, f_globals, local_values):
 
 def test_load_attr_means_different_things_per_version():
     # 3.11's LOAD_ATTR has no method bit (3.11 uses LOAD_METHOD); 3.12's has one
-    from sapwood_tracer._registry import dispatch_table
+    from sapwood_tracer.interpreter.registry import dispatch_table
 
     assert dispatch_table((3, 11))["LOAD_ATTR"] is not dispatch_table(V312)["LOAD_ATTR"]
     assert "LOAD_METHOD" not in dispatch_table(V312)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sapwood_tracer import _registry
+from sapwood_tracer.interpreter import registry as _registry
 
 
 def test_311_only_opcodes_are_not_served_on_312():

@@ -15,13 +15,13 @@ Public API:
 * :class:`CompiledModule` — what :func:`compile` returns for a module.
 """
 
-from . import handlers as _handlers  # registers the opcode handlers
-from ._api import CompiledModule, compile
-from ._cache import RecompileLimitWarning, reset
-from ._disable import allow_in_graph, disable, disallow_in_graph, graph_break
-from ._dynamic import mark_dynamic, mark_static
-from ._explain import BreakReport, ExplainOutput, GraphReport, explain
+from .api.cache import RecompileLimitWarning, reset
+from .api.dynamic import mark_dynamic, mark_static
+from .api.entry import CompiledModule, compile
+from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .errors import TracerError, Unsupported
+from .interpreter import handlers as _handlers  # registers the opcode handlers
+from .marks import allow_in_graph, disable, disallow_in_graph, graph_break
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,7 @@ from sapwood_graph import Source
 from ..errors import Unsupported
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = ["ConstantValue", "NullValue", "Value", "is_constant_type"]
 

@@ -19,7 +19,7 @@ from ..errors import Unsupported
 from .base import ConstantValue, Value, attribute_missing
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = [
     "DictValue",

@@ -20,7 +20,7 @@ from ..errors import Unsupported
 from .base import ConstantValue, Value
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = ["AutocastValue", "ContextClassValue", "ContextExitValue", "GradModeValue"]
 

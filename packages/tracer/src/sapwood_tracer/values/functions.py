@@ -20,7 +20,7 @@ from ..errors import Unsupported
 from .base import ConstantValue, Value, attribute_missing
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = [
     "BoundBuiltinMethod",
@@ -164,7 +164,7 @@ class UserFunctionValue(FunctionValue):
     def getattr(self, tx: TraceSession, name: str) -> Value:
         from sapwood_graph import AttrSource
 
-        from .._sources import HasAttrSource
+        from ..guards.sources import HasAttrSource
 
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
@@ -292,7 +292,7 @@ class BuiltinValue(Value):
         return self.fn
 
     def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from .._builtins import call_builtin
+        from ..pymodel.builtins import call_builtin
 
         return call_builtin(tx, self, args, kwargs)
 

@@ -15,8 +15,8 @@ from .base import ConstantValue, Value
 from .iterators import IteratorValue
 
 if TYPE_CHECKING:
-    from .._frame import SymbolicFrame
-    from .._trace import TraceSession
+    from ..interpreter.frame import SymbolicFrame
+    from ..interpreter.session import TraceSession
 
 __all__ = ["GeneratorValue"]
 

@@ -24,7 +24,7 @@ from .base import ConstantValue, Value
 from .tensors import TensorValue, same_tensor
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = ["ObjectIdValue", "compare_ids", "same_object"]
 
@@ -35,7 +35,7 @@ def same_object(tx: TraceSession, a: Value, b: Value) -> bool:
     """``a is b``, answered from the trace's knowledge (or refused)."""
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         return same_tensor(a, b)
-    from .. import _operators
+    from ..pymodel import operators as _operators
 
     return _operators.identical(tx, a, b)
 

@@ -13,7 +13,7 @@ from ..errors import Unsupported
 from .base import Value
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = ["IteratorValue", "ListIteratorValue", "MapIteratorValue", "StopIterationValue"]
 

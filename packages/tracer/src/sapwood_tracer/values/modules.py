@@ -19,13 +19,13 @@ import torch
 
 from sapwood_graph import AttrSource, Source
 
-from .._sources import ContainsSource, HasAttrSource, HeldObjectSource, ModuleHooksSource
 from ..errors import Unsupported
+from ..guards.sources import ContainsSource, HasAttrSource, HeldObjectSource, ModuleHooksSource
 from .base import ConstantValue, Value, attribute_missing
 from .objects import _is_data_descriptor, class_attribute, held, lookup_mro
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = ["ModuleValue"]
 

@@ -23,13 +23,13 @@ import torch
 
 from sapwood_graph import AttrSource, ItemSource, Source
 
-from .._sources import ContainsSource, HasAttrSource, HeldObjectSource
 from ..errors import Unsupported
+from ..guards.sources import ContainsSource, HasAttrSource, HeldObjectSource
 from .base import ConstantValue, Value, attribute_missing
 from .functions import BoundMethodValue
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = [
     "ClassValue",
@@ -328,7 +328,7 @@ class ClassValue(Value):
         return found
 
     def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from .._construct import construct
+        from ..pymodel.construct import construct
 
         return construct(tx, self, args, kwargs)
 
@@ -497,7 +497,7 @@ class WeakRefValue(Value):
         return type(self.ref)
 
     def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from .._sources import WeakRefTargetSource
+        from ..guards.sources import WeakRefTargetSource
 
         if args or kwargs:
             raise Unsupported("calling a weak reference with arguments (TypeError)")

@@ -18,7 +18,7 @@ from .base import ConstantValue, Value, attribute_missing
 from .containers import DictValue, ListValue, TupleValue
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = ["OrderedDataclassValue", "is_ordered_dataclass"]
 

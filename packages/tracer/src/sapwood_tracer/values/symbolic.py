@@ -33,7 +33,7 @@ from .base import ConstantValue, Value
 from .containers import NamedTupleValue, TupleValue
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
     from .tensors import TensorValue
 
 __all__ = [
@@ -191,7 +191,7 @@ def _fake_of(value: Value) -> Any:
 
 def symbolic_binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` where at least one side may be symbolic and neither is a tensor."""
-    from .. import _operators
+    from ..pymodel import operators as _operators
 
     if not (is_symbolic(a) or is_symbolic(b)):
         return _operators.binary(tx, fn, a, b)
@@ -218,7 +218,7 @@ def _sequence_items(tx: TraceSession, value: Value) -> list[Value] | None:
 
 def size_binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` where one side is a :class:`SizeValue` (a size with symbolic dims)."""
-    from .. import _operators
+    from ..pymodel import operators as _operators
 
     left, right = _sequence_items(tx, a), _sequence_items(tx, b)
     if fn in (operator.eq, operator.ne) and left is not None and right is not None:
@@ -248,7 +248,7 @@ def symbolic_unary(tx: TraceSession, fn: Any, a: SymNumberValue) -> Value:
         return tx.graph.call_function(tx, fn, [a], {})
     if fn is operator.not_:
         return ConstantValue(not a.truth(tx))
-    from .. import _operators
+    from ..pymodel import operators as _operators
 
     return _operators.unary(tx, fn, _specialised(a))
 

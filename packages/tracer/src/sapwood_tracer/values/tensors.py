@@ -36,7 +36,7 @@ from .symbolic import (
 )
 
 if TYPE_CHECKING:
-    from .._trace import TraceSession
+    from ..interpreter.session import TraceSession
 
 __all__ = [
     "TensorMethodValue",
@@ -347,7 +347,7 @@ class TorchFunctionValue(Value):
         return tx.wrap_trusted(attr)
 
     def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from .._torch_functions import call_torch_function
+        from ..pymodel.torch_functions import call_torch_function
 
         return call_torch_function(tx, self.fn, args, kwargs)
 

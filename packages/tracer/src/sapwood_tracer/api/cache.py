@@ -1,0 +1,91 @@
+"""The per-code cache: cache entries of each code object, the recompile limit, reset().
+
+Invariants:
+
+* Entries are kept per code object, so every function object sharing a code (closures made
+  repeatedly, methods of several instances) shares them; the guards tell the variants apart.
+* Entries are tried in insertion order; the first whose guards hold runs.
+* Once a code has ``RECOMPILE_LIMIT`` entries, a call that matches none runs eagerly; the
+  first such call warns once, naming the guard that failed most often.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+import warnings
+from dataclasses import dataclass, field
+
+from .capture import CacheEntry
+
+__all__ = ["RECOMPILE_LIMIT", "CodeCache", "RecompileLimitWarning", "cache_for", "reset"]
+
+RECOMPILE_LIMIT = 8
+#: A resume function that continues a loop body after a graph break needs one entry per
+#: iteration (each guards on the items still to come), so its limit is higher.
+RESUME_RECOMPILE_LIMIT = 64
+
+
+def limit_for(code: types.CodeType) -> int:
+    from ..breaks.resume import resume_info
+
+    return RESUME_RECOMPILE_LIMIT if resume_info(code) is not None else RECOMPILE_LIMIT
+
+
+class RecompileLimitWarning(UserWarning):
+    """A function kept failing its guards and now runs eagerly for new inputs."""
+
+
+@dataclass(eq=False)
+class CodeCache:
+    """The cache entries of one code object."""
+
+    entries: list[CacheEntry] = field(default_factory=list)
+    failures: collections.Counter[str] = field(default_factory=collections.Counter)
+    latest: dict[str, str] = field(default_factory=dict)
+    warned: bool = False
+    #: set when the code cannot be traced at all (not even with graph breaks): why
+    eager_reason: str | None = None
+
+    def note_failures(self, failed: list[tuple[str, str]]) -> None:
+        """Count failing guards by what they were about (the same source with different
+        expected values is one guard that keeps failing)."""
+        for source, rendered in failed:
+            self.failures[source] += 1
+            self.latest[source] = rendered
+
+    def warn_limit(self, code: types.CodeType) -> None:
+        if self.warned:
+            return
+        self.warned = True
+        if self.failures:
+            source = self.failures.most_common(1)[0][0]
+            guard = f"{self.latest[source]} (a guard on {source})"
+        else:
+            guard = "unknown"
+        warnings.warn(
+            f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
+            f"recompiled {limit_for(code)} times; calls matching no cache entry now run "
+            f"eagerly. The guard that kept failing: {guard}",
+            RecompileLimitWarning,
+            stacklevel=4,
+        )
+
+
+_caches: dict[types.CodeType, CodeCache] = {}
+
+
+def cache_for(code: types.CodeType) -> CodeCache:
+    cache = _caches.get(code)
+    if cache is None:
+        cache = _caches[code] = CodeCache()
+    return cache
+
+
+def lookup(code: types.CodeType) -> CodeCache | None:
+    return _caches.get(code)
+
+
+def reset() -> None:
+    """Drop every cache entry of every compiled function."""
+    _caches.clear()

@@ -1,0 +1,269 @@
+"""Capturing one call: trace the frame, compile the graph, build the cache entry.
+
+:func:`capture` runs the symbolic interpreter over the function's code with the call's real
+arguments, compiles the recorded graph with the backend, and returns a :class:`CacheEntry`
+holding the generated entry function (guards, then the run) and the guard records (for people).
+
+Guards of a cache entry, in order: torch global state (grad mode, default dtype, autocast,
+inference mode), every guard recorded while tracing (including the graph's tensor guards),
+the graph's alias guards, and that the tensor inputs are distinct objects.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from sapwood_graph import (
+    AttrSource,
+    ClosureCellSource,
+    FunctionSource,
+    Guard,
+    GuardKind,
+    GuardSet,
+)
+
+from ..breaks.exits import BreakExit, BreakRuntime, break_exit, emit_break_tail, location_of
+from ..breaks.outputs import OutputCollector, build_entry_function
+from ..breaks.resume import resume_info
+from ..errors import Unsupported
+from ..guards.emitter import Emitter
+from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_names
+from ..interpreter.frame import BreakHere, SymbolicFrame
+from ..interpreter.graph_bridge import GraphBridge
+from ..interpreter.session import TraceSession, root_sources
+from ..values.base import Value
+from .dynamic import ShapePlan
+
+__all__ = ["CacheEntry", "capture"]
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """One compiled variant of a code object.
+
+    ``fn(L, C, G)`` checks the guards and runs the entry; it returns a :class:`Miss` (with
+    the index of the failing guard) when the entry does not apply.
+    """
+
+    fn: Any
+    guards: list[Guard]
+    graph_module: torch.fx.GraphModule
+    held: dict[int, Any]
+    #: whether a backend compiled a graph for this entry (no graph: nothing to compute)
+    has_graph: bool = True
+    #: the graph break this entry ends with, if any
+    exit: BreakExit | None = None
+
+    def describe_guard(self, index: int) -> str:
+        if 0 <= index < len(self.guards):
+            return self.guards[index].render()
+        return "guard evaluation"
+
+    def guarded_source(self, index: int) -> str:
+        """What the failing guard was about (its source), for grouping failures."""
+        if 0 <= index < len(self.guards):
+            guard = self.guards[index]
+            # (a shape guard spans several sources: the expression itself names it)
+            return str(guard.source) if guard.source is not None else guard.render()
+        return "guard evaluation"
+
+
+def capture(
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    closure: tuple[types.CellType, ...],
+    args: tuple[Any, ...],
+    backend: Any,
+    *,
+    fullgraph: bool = True,
+    runtime: BreakRuntime | None = None,
+    shape_plan: ShapePlan | None = None,
+) -> CacheEntry:
+    """Trace ``code`` on ``args`` and build its cache entry.
+
+    With ``fullgraph`` any construct the tracer cannot capture raises :class:`Unsupported`.
+    Without it, the first such construct in the root frame becomes a graph break: the trace is
+    run again and stopped right before it (see ``_breaks``); ``runtime`` supplies the
+    functions the entry calls to go on after the break.
+    """
+    plan: tuple[int, int] | None = None
+    reason: Unsupported | None = None
+    while True:
+        try:
+            return _capture_once(
+                code, f_globals, closure, args, backend, plan, reason, runtime, shape_plan
+            )
+        except Unsupported as exc:
+            if exc.traced_stack and not getattr(exc, "_noted", False):
+                exc._noted = True  # type: ignore[attr-defined]
+                exc.add_note(
+                    "traced call stack (innermost last):\n  "
+                    + "\n  ".join(reversed(exc.traced_stack))
+                )
+            if fullgraph or runtime is None or plan is not None or exc.break_index is None:
+                raise
+            plan = (exc.break_index, exc.break_visit)
+            reason = exc
+
+
+def _capture_once(
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    closure: tuple[types.CellType, ...],
+    args: tuple[Any, ...],
+    backend: Any,
+    plan: tuple[int, int] | None,
+    reason: Unsupported | None,
+    runtime: BreakRuntime | None,
+    shape_plan: ShapePlan | None = None,
+) -> CacheEntry:
+    graph = GraphBridge(code.co_name, shape_plan)
+    tx = TraceSession(graph, f_globals=f_globals, function=None)
+    tx.breaks_allowed = runtime is not None
+    state = [(name, GlobalStateSource(name)) for name in global_state_names()]
+    for _, source in state:
+        tx.guard(GuardKind.CONSTANT_MATCH, source, source.resolve({}, {}))
+    grad_before = torch.is_grad_enabled()
+    exit: BreakExit | None = None
+    result: Value | None = None
+    try:
+        params = root_sources(code)
+        if len(params) != len(args):
+            raise Unsupported("a call whose arguments do not bind to the parameters")
+        info = resume_info(code)
+        passed_cells = set(info.cell_names) if info is not None else set()
+        fast = {
+            name: tx.wrap(arg, source)
+            for (name, source), arg in zip(params, args)
+            if name not in passed_cells
+        }
+        if code.co_flags & inspect.CO_VARKEYWORDS and resume_info(code) is None:
+            # **kwargs is a fresh dict made by the call: the frame may mutate it freely.
+            fast[params[-1][0]].source = None
+        # (through tx.real_cell, so every path to one cell is one value: writes are seen)
+        cells: dict[str, Any] = {
+            name: tx.real_cell(cell, ClosureCellSource(FunctionSource(), name))
+            for name, cell in zip(code.co_freevars, closure)
+        }
+        for (name, param_source), arg in zip(params, args):
+            if name in passed_cells:  # a resume function's cell, passed as the cell itself
+                cells[name] = tx.real_cell(arg, AttrSource(param_source, "cell_contents"))
+        frame = SymbolicFrame(tx, code, f_globals, None, fast, cells, None)
+        frame.visits = {}
+        frame.break_at = plan
+        try:
+            result = tx.run_frame(frame)
+        except BreakHere:
+            assert reason is not None
+            exit = break_exit(tx, frame, reason.construct)
+            if len(reason.traced_stack) > 1:
+                # it broke inside a callee: this frame breaks at the call, the callee is
+                # compiled on its own (and breaks there too)
+                exit.reason = f"a callee that breaks ({reason.construct} at {location_of(reason)})"
+            else:
+                exit.location = location_of(reason)
+        if exit is None and (tx.open_contexts or tx.loose_state):
+            raise Unsupported("a context or grad-mode switch left open when the function returned")
+        writes = tx.side_effects.final_writes()
+        collector = OutputCollector()
+        if result is not None:
+            collector.collect(result)
+        if exit is not None:
+            for value in exit.values():
+                collector.collect(value)
+        for write in writes:
+            collector.collect(write.value)
+        for value in tx.side_effects.values():
+            collector.collect(value)
+        # Around graph breaks a piece may hold no operation at all: no backend call then.
+        pieces = exit is not None or resume_info(code) is not None
+        compiled = graph.compile(collector.proxies, _skipping_empty(backend) if pieces else backend)
+        collector.frozen = True
+    finally:
+        torch._C._set_grad_enabled(grad_before)
+        _exit_open_autocast(tx)
+    guards = GuardSet(tx.guards)
+    guards.update(graph.guards)
+    guards.update(compiled.guards)
+    tensor_sources = tuple(graph.input_order)
+    if len(tensor_sources) > 1:
+        guards.add(
+            Guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource(tensor_sources), len(tensor_sources))
+        )
+    ordered = list(guards)
+    examples = {
+        value.input_source: tensor
+        for tensor, value in graph.inputs.values()
+        if value.input_source is not None
+    }
+    em = Emitter(code, tx.held, tx.member_stores)
+    has_graph = not getattr(compiled.fn, "_sapwood_empty", False)
+    if exit is None:
+        assert result is not None
+        fn = build_entry_function(
+            em,
+            ordered,
+            examples,
+            compiled,
+            collector,
+            result,
+            writes,
+            effects=tx.side_effects,
+            root_globals=f_globals,
+        )
+    else:
+        assert runtime is not None
+        fn = build_entry_function(
+            em,
+            ordered,
+            examples,
+            compiled,
+            collector,
+            None,
+            writes,
+            tail=lambda built: emit_break_tail(em, exit, collector, built, runtime),
+            call_graph=has_graph or bool(collector.proxies),
+            effects=tx.side_effects,
+            root_globals=f_globals,
+        )
+    return CacheEntry(fn, ordered, compiled.graph_module, tx.held, has_graph, exit)
+
+
+def _skipping_empty(backend: Any) -> Any:
+    """``backend``, except that a graph with no operation is run as is, without a backend
+    call (a break right at the start, or a resume function with only Python left)."""
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes):
+            return _EmptyGraph(gm)
+        return backend(gm, example_inputs)
+
+    compile_graph.__name__ = getattr(backend, "__name__", type(backend).__name__)
+    return compile_graph
+
+
+class _EmptyGraph:
+    """A graph without operations: returns its outputs (inputs passed through)."""
+
+    _sapwood_empty = True
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self.gm(*inputs)
+
+
+def _exit_open_autocast(tx: TraceSession) -> None:
+    from ..values.contexts import AutocastValue
+
+    for ctx in reversed(tx.open_contexts):
+        if isinstance(ctx, AutocastValue) and ctx.mode_proxy is not None:
+            mode = ctx.mode_proxy.node.meta.get("example_value")
+            if mode is not None:
+                mode.__exit__(None, None, None)

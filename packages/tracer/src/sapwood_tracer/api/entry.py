@@ -1,0 +1,409 @@
+"""The entry point: ``compile`` returns a wrapper that looks up the per-code cache.
+
+No frame-evaluation hook is installed: the wrapper binds the call's arguments to the
+function's parameters (a tuple in binding order), tries the cache entries of the function's
+code, and traces on a miss (see ARCHITECTURE.md, "Frame entry without a global hook").
+
+A module compiles to a :class:`CompiledModule`: still an ``nn.Module`` (same parameters,
+``train()``/``eval()``, ``state_dict()`` with the original keys, attribute access falls
+through to the original), whose ``forward`` runs the compiled ``forward`` of the original.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sysconfig
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..breaks.exits import BreakRuntime
+from ..errors import Unsupported
+from ..guards.emitter import Miss
+from ..marks import is_disabled
+from . import cache as _cache
+from . import events as _events
+from .capture import capture
+from .dynamic import plan_after_miss
+
+__all__ = ["CompiledModule", "compile"]
+
+
+def _binder(fn: types.FunctionType) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]:
+    """Maps ``(args, kwargs)`` to the parameters' values in binding order, as Python binds a
+    call (defaults are read from the function at each call, so changing them is seen)."""
+    code = fn.__code__
+    argc = code.co_argcount
+    posonly = code.co_posonlyargcount
+    kwonly = code.co_kwonlyargcount
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    plain = not kwonly and not has_varargs and not has_varkw
+    names = code.co_varnames[: argc + kwonly]
+    keywordable = {name: i for i, name in enumerate(names) if i >= posonly}
+    missing = object()
+
+    def slow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        values: list[Any] = [missing] * (argc + kwonly)
+        if len(args) > argc and not has_varargs:
+            raise TypeError(
+                f"{fn.__qualname__}() takes {argc} positional arguments but {len(args)} were given"
+            )
+        values[: min(len(args), argc)] = args[:argc]
+        extra: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            index = keywordable.get(key)
+            if index is None:
+                if not has_varkw:
+                    raise TypeError(
+                        f"{fn.__qualname__}() got an unexpected keyword argument {key!r}"
+                    )
+                extra[key] = value
+            elif values[index] is not missing:
+                raise TypeError(f"{fn.__qualname__}() got multiple values for argument {key!r}")
+            else:
+                values[index] = value
+        defaults = fn.__defaults__ or ()
+        first_default = argc - len(defaults)
+        kwdefaults = fn.__kwdefaults__ or {}
+        for i, name in enumerate(names):
+            if values[i] is missing:
+                if i < argc and i >= first_default:
+                    values[i] = defaults[i - first_default]
+                elif i >= argc and name in kwdefaults:
+                    values[i] = kwdefaults[name]
+                else:
+                    raise TypeError(f"{fn.__qualname__}() missing required argument {name!r}")
+        if has_varargs:
+            values.append(tuple(args[argc:]))
+        if has_varkw:
+            values.append(extra)
+        return tuple(values)
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        if plain and not kwargs and len(args) == argc:
+            return args
+        return slow(args, kwargs)
+
+    return bind
+
+
+def _compiled_function(
+    fn: types.FunctionType,
+    backend: Any,
+    receiver: Any = None,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+) -> Callable[..., Any]:
+    code = fn.__code__
+    closure = fn.__closure__ or ()
+    f_globals = fn.__globals__
+    bind = _binder(fn)
+    lookup = _cache.lookup
+    runtime = None if fullgraph else _break_runtime(backend, dynamic)
+
+    def eager(L: tuple[Any, ...]) -> Any:
+        return fn(*L) if _plain(code) else _call_bound(fn, L)
+
+    def miss(L: tuple[Any, ...]) -> Any:
+        return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic)
+
+    if receiver is None:
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            L = bind(args, kwargs)
+            cache = lookup(code)
+            if cache is not None:
+                for entry in cache.entries:
+                    result = entry.fn(L, closure, f_globals)
+                    if type(result) is not Miss:
+                        return result
+            return miss(L)
+
+        functools.update_wrapper(wrapper, fn)
+        wrapper.__sapwood_original__ = fn  # type: ignore[attr-defined]
+        return wrapper
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        L = bind((receiver, *args), kwargs)
+        cache = lookup(code)
+        if cache is not None:
+            for entry in cache.entries:
+                result = entry.fn(L, closure, f_globals)
+                if type(result) is not Miss:
+                    return result
+        return miss(L)
+
+    return method
+
+
+def _miss(
+    code: types.CodeType,
+    closure: tuple[types.CellType, ...],
+    f_globals: dict[str, Any],
+    L: tuple[Any, ...],
+    backend: Any,
+    runtime: BreakRuntime | None,
+    eager: Callable[[tuple[Any, ...]], Any],
+    dynamic: bool | None = None,
+) -> Any:
+    """No cache entry of ``code`` took the call: run one that does, trace a new one, or
+    (past the recompile limit, or for code that cannot be traced) run eagerly."""
+    cache = _cache.cache_for(code)
+    if cache.eager_reason is not None:
+        return eager(L)
+    failed = []
+    for entry in cache.entries:
+        result = entry.fn(L, closure, f_globals)
+        if type(result) is not Miss:
+            return result
+        failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
+    cache.note_failures(failed)
+    if len(cache.entries) >= _cache.limit_for(code):
+        cache.warn_limit(code)
+        return eager(L)
+    if failed:
+        _events.recompile(code, failed[0][1])
+    # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
+    shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
+    try:
+        entry = capture(
+            code,
+            f_globals,
+            closure,
+            L,
+            backend,
+            fullgraph=runtime is None,
+            runtime=runtime,
+            shape_plan=shape_plan,
+        )
+    except Unsupported as exc:
+        if runtime is None:
+            raise
+        # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
+        # the code runs eagerly from now on, and explain()/the logs say why.
+        cache.eager_reason = str(exc)
+        _events.skipped(code, exc)
+        return eager(L)
+    cache.entries.append(entry)
+    _events.captured(code, entry)
+    result = entry.fn(L, closure, f_globals)
+    if type(result) is Miss:
+        cache.entries.pop()
+        raise Unsupported(
+            f"a trace of {code.co_qualname} whose own guards fail on the traced call "
+            f"({entry.describe_guard(result.index)})"
+        )
+    return result
+
+
+_runtimes: dict[tuple[int, bool | None], tuple[Any, BreakRuntime]] = {}
+
+# Callees from these places run eagerly at a graph break instead of being compiled on their
+# own: the standard library, torch itself and sapwood (model code from installed packages,
+# e.g. transformers, is compiled: site-packages sits inside the standard library's folder).
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+_TORCH_DIR = os.path.dirname(str(torch.__file__)) + os.sep
+_SAPWOOD_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep  # the package root
+_INSTALLED_DIRS = tuple(
+    {sysconfig.get_paths()["purelib"] + os.sep, sysconfig.get_paths()["platlib"] + os.sep}
+)
+
+
+def _runs_uncompiled(filename: str) -> bool:
+    if filename.startswith((_TORCH_DIR, _SAPWOOD_DIR)):
+        return True
+    return filename.startswith(_STDLIB_DIR) and not filename.startswith(_INSTALLED_DIRS)
+
+
+def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
+    """The functions break entries call to go on, for ``backend`` and the ``dynamic`` policy
+    (one set per pair: resume functions and broken callees compile like their caller)."""
+    key = (id(backend), dynamic)
+    known = _runtimes.get(key)
+    if known is not None and known[0] is backend:
+        return known[1]
+    wrappers: weakref.WeakKeyDictionary[Any, Callable[..., Any]] = weakref.WeakKeyDictionary()
+
+    def run_code(
+        code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
+    ) -> Any:
+        cache = _cache.lookup(code)
+        if cache is not None:
+            for entry in cache.entries:
+                result = entry.fn(L, C, G)
+                if type(result) is not Miss:
+                    return result
+
+        def eager(L: tuple[Any, ...]) -> Any:
+            return run_eagerly(code, L, C, G)
+
+        return _miss(code, C, G, L, backend, runtime, eager, dynamic)
+
+    def call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        module = isinstance(fn, torch.nn.Module)
+        target: Any = type(fn).forward if module else fn
+        if (
+            not isinstance(target, types.FunctionType)
+            or is_disabled(target)
+            or _runs_uncompiled(target.__code__.co_filename)
+            or (
+                module
+                and (
+                    fn._forward_hooks
+                    or fn._forward_pre_hooks
+                    or torch.nn.modules.module._global_forward_hooks
+                    or torch.nn.modules.module._global_forward_pre_hooks
+                )
+            )
+        ):
+            return fn(*args, **kwargs)  # eagerly, as called
+        compiled = wrappers.get(target)
+        if compiled is None:
+            compiled = wrappers[target] = _compiled_function(target, backend, None, False, dynamic)
+        if module:  # the module's forward, compiled, with the module as ``self``
+            return compiled(fn, *args, **kwargs)
+        return compiled(*args, **kwargs)
+
+    runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)
+    _runtimes[key] = (backend, runtime)
+    return runtime
+
+
+def run_eagerly(
+    code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
+) -> Any:
+    """Run a (resume) code object as plain Python."""
+    fn = types.FunctionType(code, G, code.co_name, None, C or None)
+    return fn(*L)
+
+
+def _plain(code: types.CodeType) -> bool:
+    return not code.co_kwonlyargcount and not code.co_flags & (
+        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    )
+
+
+def _call_bound(fn: types.FunctionType, L: tuple[Any, ...]) -> Any:
+    code = fn.__code__
+    argc = code.co_argcount
+    names = code.co_varnames
+    args = list(L[:argc])
+    kwargs: dict[str, Any] = {}
+    i = argc
+    for k in range(code.co_kwonlyargcount):
+        kwargs[names[argc + k]] = L[i]
+        i += 1
+    if code.co_flags & inspect.CO_VARARGS:
+        args.extend(L[i])
+        i += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs.update(L[i])
+    return fn(*args, **kwargs)
+
+
+class CompiledModule(torch.nn.Module):
+    """A compiled ``nn.Module``: the original is its only child, ``_orig_mod``."""
+
+    __sapwood_compiled_module__ = True
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        backend: Any,
+        fullgraph: bool = False,
+        dynamic: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self._orig_mod = module
+        forward = type(module).forward
+        if not isinstance(forward, types.FunctionType):
+            raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
+        compiled = _compiled_function(forward, backend, module, fullgraph, dynamic)
+        object.__setattr__(self, "_sapwood_forward", compiled)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        module = self._orig_mod
+        if not (module._forward_hooks or module._forward_pre_hooks):
+            return self._sapwood_forward(*args, **kwargs)
+        return self._forward_with_hooks(module, args, kwargs)
+
+    def _forward_with_hooks(
+        self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        # The original module's own forward (pre-)hooks run around the compiled forward,
+        # in Module._call_impl's order (they are Python code, as they would be eagerly).
+        if module._backward_hooks or module._backward_pre_hooks:
+            raise Unsupported(f"backward hooks on the compiled module {type(module).__qualname__}")
+        for hook_id, hook in list(module._forward_pre_hooks.items()):
+            if hook_id in module._forward_pre_hooks_with_kwargs:
+                result = hook(module, args, kwargs)
+                if result is not None:
+                    args, kwargs = result
+            else:
+                result = hook(module, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self._sapwood_forward(*args, **kwargs)
+        for hook_id, hook in list(module._forward_hooks.items()):
+            if hook_id in module._forward_hooks_with_kwargs:
+                result = hook(module, args, kwargs, output)
+            else:
+                result = hook(module, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+
+def compile(
+    fn_or_module: Any,
+    *,
+    backend: Any,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+) -> Any:
+    """Compile a function or ``nn.Module`` into graphs handed to ``backend``.
+
+    ``backend(gm, example_inputs) -> callable`` is torch.compile's backend protocol. Without
+    ``fullgraph``, a construct the tracer cannot capture becomes a graph break: it runs
+    eagerly between two compiled graphs, and the code after it is compiled in a resume
+    function. With ``fullgraph=True`` it raises :class:`Unsupported` naming the construct and
+    the user's file:line. ``dynamic``: ``None`` traces static shapes first and makes the
+    sizes that vary between calls symbolic on a recompile; ``True`` makes every input size
+    symbolic from the start; ``False`` never (:func:`mark_dynamic`/:func:`mark_static` on a
+    tensor override all three).
+    """
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
+    if not callable(backend):
+        raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
+    if isinstance(fn_or_module, torch.nn.Module):
+        return CompiledModule(fn_or_module, backend, fullgraph, dynamic)
+    fn = fn_or_module
+    if isinstance(fn, types.MethodType):
+        inner = fn.__func__
+        if not isinstance(inner, types.FunctionType):
+            raise TypeError(f"cannot compile {fn!r}: not a Python function")
+        return _compiled_function(inner, backend, fn.__self__, fullgraph, dynamic)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"cannot compile {fn!r}: pass a Python function or an nn.Module")
+    if is_disabled(fn):
+        return fn
+    return _compiled_function(fn, backend, None, fullgraph, dynamic)

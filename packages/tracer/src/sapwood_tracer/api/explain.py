@@ -1,0 +1,140 @@
+"""``explain(fn)(*args)``: run a function once under the tracer and report what happened.
+
+The report (:class:`ExplainOutput`) lists every graph compiled during the call (with its
+number of operations), every graph break with its reason and the user's ``file:line``, the
+guards of every cache entry made, recompilations with the guard that failed, and functions
+that run eagerly because not even a graph break could place them. ``str()`` of it is a
+readable summary; the fields are for programs.
+
+Invariant: explain starts from empty caches (it calls :func:`reset`), so the report covers
+every capture the call needs, and it leaves those entries in place afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import events as _events
+from .cache import reset
+from .entry import compile as _compile
+
+__all__ = ["BreakReport", "ExplainOutput", "GraphReport", "explain"]
+
+_KINDS = {
+    "call": "ran eagerly, then resumed",
+    "jump": "branch taken eagerly, then resumed",
+    "rest": "the rest of the function ran eagerly",
+}
+
+
+@dataclass(frozen=True)
+class GraphReport:
+    """One compiled graph."""
+
+    function: str
+    op_count: int
+    graph_module: torch.fx.GraphModule
+
+
+@dataclass(frozen=True)
+class BreakReport:
+    """One graph break."""
+
+    function: str
+    reason: str
+    location: str
+    kind: str
+
+
+@dataclass
+class ExplainOutput:
+    """What one call of a compiled function did."""
+
+    graphs: list[GraphReport] = field(default_factory=list)
+    breaks: list[BreakReport] = field(default_factory=list)
+    #: (function, rendered guards) per cache entry made
+    guards: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: (function, the guard that failed) per recompilation
+    recompiles: list[tuple[str, str]] = field(default_factory=list)
+    #: (function, why) for code that runs eagerly as a whole
+    eager_functions: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def break_count(self) -> int:
+        return len(self.breaks)
+
+    @property
+    def op_counts(self) -> list[int]:
+        return [g.op_count for g in self.graphs]
+
+    def __str__(self) -> str:
+        lines = [
+            f"Graphs: {self.graph_count}   Graph breaks: {self.break_count}   "
+            f"Ops per graph: {self.op_counts}"
+        ]
+        if self.breaks:
+            lines.append("Graph breaks:")
+            for n, b in enumerate(self.breaks, 1):
+                lines.append(f"  {n}. {b.location}: {b.reason} ({_KINDS[b.kind]}) in {b.function}")
+        for function, guards in self.guards:
+            lines.append(f"Guards of {function} ({len(guards)}):")
+            lines += [f"  {g}" for g in guards]
+        if self.recompiles:
+            lines.append("Recompiles:")
+            lines += [f"  {fn}: {guard}" for fn, guard in self.recompiles]
+        if self.eager_functions:
+            lines.append("Run eagerly as a whole:")
+            lines += [f"  {fn}: {why}" for fn, why in self.eager_functions]
+        return "\n".join(lines)
+
+
+def _op_count(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def explain(fn: Any, *, backend: Any = None) -> Callable[..., ExplainOutput]:
+    """``explain(fn)(*args, **kwargs)`` runs ``fn`` compiled (``backend``: eager by default)
+    once on the arguments and returns an :class:`ExplainOutput` (also printable)."""
+
+    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
+        report = ExplainOutput()
+
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            name = data["code"].co_qualname
+            if kind == "capture":
+                entry = data["entry"]
+                if entry.has_graph:
+                    report.graphs.append(
+                        GraphReport(name, _op_count(entry.graph_module), entry.graph_module)
+                    )
+                if entry.exit is not None:
+                    e = entry.exit
+                    report.breaks.append(BreakReport(name, e.reason, e.location, e.kind))
+                report.guards.append((name, [g.render() for g in entry.guards]))
+            elif kind == "recompile":
+                report.recompiles.append((name, data["guard"]))
+            elif kind == "skip":
+                report.eager_functions.append((name, data["reason"]))
+
+        reset()
+        compiled = _compile(fn, backend=backend or _eager)
+        stop = _events.listen(on_event)
+        try:
+            compiled(*args, **kwargs)
+        finally:
+            stop()
+        return report
+
+    return run
+
+
+def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    return gm.forward

@@ -1,0 +1,474 @@
+"""Graph breaks: what a cache entry does when its trace stopped before the function's end.
+
+A trace that met a construct it cannot capture is run again and stopped just before that
+construct (the n-th execution of one instruction of the root frame, see ``_frame``). The
+state there — value stack, fast locals, cell contents, open ``with`` blocks — becomes a
+:class:`BreakExit`. The cache entry then:
+
+1. runs the graph recorded so far (every open context is closed *in the graph*, so the graph
+   leaves torch's global state as it found it) and replays the side effects;
+2. rebuilds the stack and locals as real Python objects;
+3. runs the construct eagerly, inside the torch contexts that were open (``with`` again);
+4. continues in a resume function (see ``_resume``) that starts after the construct, called
+   through the compile path so the rest of the function is compiled too.
+
+Three kinds of break:
+
+* ``call`` — a CALL whose callee could not be traced (a C function, ``print``, a disabled
+  function, or a Python callee whose own trace broke: that callee is then called through the
+  compile path, so its code before and after its own break is compiled as well);
+* ``jump`` — a conditional jump on a value whose truth is data-dependent (``if x.sum() > 0``);
+  ``bool()`` runs eagerly and one of two resume functions continues;
+* value operations (operators, subscripts, comparisons, ``in``/``is``, attribute stores) the
+  trace cannot model are run eagerly through ``operator`` as a ``call`` break;
+* ``rest`` — any other instruction: the rest of the function from that instruction runs
+  eagerly (correct, not fast; ``explain`` reports it).
+
+Invariant: nothing is computed twice and nothing is lost — every value the eager construct or
+the resume function can see is rebuilt from the graph's outputs, the inputs, or constants.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from ..interpreter.instructions import Instruction
+from ..values.base import NULL, ConstantValue, Value
+from ..values.containers import TupleValue
+from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
+from ..values.functions import BoundMethodValue, UserFunctionValue
+from ..values.iterators import IteratorValue
+from ..values.modules import ModuleValue
+from ..values.tensors import TensorMethodValue
+from .resume import ResumeLayout, StackSlot, resume_code, resume_info
+
+if TYPE_CHECKING:
+    from ..interpreter.frame import SymbolicFrame
+    from ..interpreter.session import TraceSession
+    from .outputs import OutputCollector
+
+__all__ = ["BreakExit", "break_exit"]
+
+_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX"})
+_JUMPS_ON_TRUTH = {
+    # opname: (jumps when the value is true?, keeps the value on the stack when jumping?)
+    "POP_JUMP_IF_TRUE": (True, False),
+    "POP_JUMP_IF_FALSE": (False, False),
+    "POP_JUMP_FORWARD_IF_TRUE": (True, False),
+    "POP_JUMP_FORWARD_IF_FALSE": (False, False),
+    "POP_JUMP_BACKWARD_IF_TRUE": (True, False),
+    "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
+    "JUMP_IF_TRUE_OR_POP": (True, True),
+    "JUMP_IF_FALSE_OR_POP": (False, True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TorchContext:
+    """A torch context manager open at the break: made again by ``factory(*args)``."""
+
+    factory: Any
+    args: tuple[Any, ...]
+
+
+def _torch_context(value: Value) -> TorchContext | None:
+    import torch
+
+    if isinstance(value, _AlreadyEntered):
+        value = value.inner
+    if isinstance(value, GradModeValue):
+        return TorchContext(torch.enable_grad if value.enabled else torch.no_grad, ())
+    if isinstance(value, AutocastValue):
+        return TorchContext(torch.autocast, tuple(value.args))
+    return None
+
+
+@dataclass(eq=False)
+class Continuation:
+    """One way on after the break: the resume code and the values it receives."""
+
+    code: types.CodeType
+    values: list[Value]
+    eager: bool = False  # run the rest uncompiled (a ``rest`` break)
+
+
+@dataclass(eq=False)
+class BreakExit:
+    """The root frame's state at a graph break, and how the entry goes on from there."""
+
+    kind: str  # "call", "jump" or "rest"
+    reason: str
+    location: str
+    contexts: list[TorchContext]
+    #: call: the callee, positional and keyword argument values
+    callee: Value | None = None
+    args: list[Value] = field(default_factory=list)
+    kwargs: dict[str, Value] = field(default_factory=dict)
+    #: jump: the tested value and whether truth jumps
+    tested: Value | None = None
+    jump_if_true: bool = False
+    #: call: one continuation (the result is pushed); jump: [taken, not taken]; rest: one
+    continuations: list[Continuation] = field(default_factory=list)
+    #: call/jump: where an exception raised by the eager part goes (the original's handlers,
+    #: run eagerly from the breaking instruction)
+    on_error: Continuation | None = None
+
+    def values(self) -> list[Value]:
+        """Every value the entry must rebuild (for collecting graph outputs)."""
+        out = [v for c in self.continuations for v in c.values]
+        out += [*self.args, *self.kwargs.values()]
+        for v in (self.callee, self.tested):
+            if v is not None:
+                out.append(v)
+        return out
+
+
+def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit:
+    """Describe the break the root ``frame`` stopped at, and close its contexts in the graph."""
+    inst = frame.current
+    assert inst is not None
+    if frame.is_generator:
+        raise Unsupported("a graph break inside a generator")
+    if tx.loose_state:
+        raise Unsupported("a graph break after torch.set_grad_enabled() outside a with block")
+    code = frame.code
+    info = resume_info(code)
+    original = info.original if info is not None else code
+    shift = info.shift if info is not None else 0
+    if info is not None and inst.index < info.prologue_end:
+        raise Unsupported("a graph break inside a resume function's prologue")
+
+    def original_index(index: int) -> int:
+        return index - shift
+
+    stack = list(frame.stack)
+    contexts: list[TorchContext] = []
+    for value in stack:
+        if isinstance(value, ContextExitValue):
+            ctx = _torch_context(value.context)
+            if ctx is not None:
+                contexts.append(ctx)
+    # (a resume function's own "stack <i>" parameters are dead once its prologue ran)
+    local_names = tuple(
+        name
+        for name in code.co_varnames
+        if frame.locals.get(name) is not None and not name.startswith("stack ")
+    )
+    # every cell variable goes over as a cell object (closures made so far share it)
+    cell_names = tuple(name for name in code.co_cellvars if name in frame.cells)
+    locals_values = [frame.locals[n] for n in local_names]
+    cell_values = [frame.cells[n] for n in cell_names]
+    # close the open contexts in the graph, innermost first: the graph ends balanced
+    for manager in reversed(list(tx.open_contexts)):
+        tx.exit_context(manager)
+
+    exit = BreakExit(
+        kind="rest",
+        reason=reason,
+        location=frame.location(),
+        contexts=contexts,
+    )
+
+    def continuation(
+        target: int, items: list[Value], eager: bool = False, raises: bool = False
+    ) -> Continuation:
+        layout, passed = _layout(items, local_names, cell_names)
+        if raises:
+            layout = ResumeLayout(layout.stack, layout.local_names, layout.cell_names, True)
+        resume = resume_code(original, original_index(target), layout)
+        return Continuation(resume, [*passed, *locals_values, *cell_values], eager)
+
+    if inst.opname in _CALLS or inst.opname in _JUMPS_ON_TRUTH:
+        exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
+
+    if inst.opname in _CALLS:
+        callee, args, kwargs, depth = _call_operands(frame, inst)
+        below = stack[: len(stack) - depth]
+        result_slot = _ResultPlaceholder()
+        cont = continuation(inst.index + 1, [*below, result_slot])
+        exit.kind = "call"
+        exit.callee, exit.args, exit.kwargs = callee, args, kwargs
+        exit.continuations = [cont]
+        return exit
+    truth = _JUMPS_ON_TRUTH.get(inst.opname)
+    if truth is not None and inst.target is not None:
+        jump_if_true, keeps = truth
+        tested = stack[-1]
+        below = stack[:-1]
+        taken = continuation(inst.target, [*below, tested] if keeps else below)
+        fallthrough = continuation(inst.index + 1, below)
+        exit.kind = "jump"
+        exit.tested = tested
+        exit.jump_if_true = jump_if_true
+        exit.continuations = [taken, fallthrough]
+        return exit
+    operation = _eager_operation(inst)
+    if operation is not None and len(stack) >= operation.arity:
+        # a value operation the trace could not model: the operator runs eagerly, like a call
+        operands = stack[len(stack) - operation.arity :]
+        below = stack[: len(stack) - operation.arity]
+        if not any(v is NULL or isinstance(v, (ContextExitValue, IteratorValue)) for v in operands):
+            result_slot = _ResultPlaceholder()
+            items = [*below, result_slot] if operation.pushes else below
+            cont = continuation(inst.index + 1, items)
+            exit.kind = "call"
+            exit.callee = ConstantValue(operation.fn)
+            exit.args = [
+                ConstantValue(inst.argval) if i == "name" else operands[i]  # type: ignore[index]
+                for i in operation.order
+            ]
+            exit.continuations = [cont]
+            exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
+            return exit
+    exit.continuations = [continuation(inst.index, stack, eager=True)]
+    return exit
+
+
+@dataclass(frozen=True, slots=True)
+class _Operation:
+    """An instruction run eagerly as ``fn(*operands in order)``."""
+
+    fn: Any
+    arity: int  # stack items it consumes
+    order: tuple[Any, ...]  # operand indices (from the deepest), "name" for the argval
+    pushes: bool = True
+
+
+def _not_contains(container: Any, item: Any) -> bool:
+    return item not in container
+
+
+def _slice_get(container: Any, start: Any, stop: Any) -> Any:
+    return container[start:stop]
+
+
+def _slice_set(value: Any, container: Any, start: Any, stop: Any) -> None:
+    container[start:stop] = value
+
+
+def _eager_operation(inst: Instruction) -> _Operation | None:
+    import dis
+    import operator
+
+    from ..pymodel import operators as ops
+
+    name = inst.opname
+    if name == "BINARY_OP":
+        symbol = dis._nb_ops[inst.arg][1]  # type: ignore[attr-defined, index]
+        return _Operation(ops.INPLACE.get(symbol) or ops.BINARY[symbol], 2, (0, 1))
+    if name == "COMPARE_OP" and inst.argval in ops.COMPARE:
+        return _Operation(ops.COMPARE[inst.argval], 2, (0, 1))
+    unary = {
+        "UNARY_NEGATIVE": operator.neg,
+        "UNARY_POSITIVE": operator.pos,
+        "UNARY_INVERT": operator.invert,
+        "UNARY_NOT": operator.not_,
+    }
+    if name in unary:
+        return _Operation(unary[name], 1, (0,))
+    table = {
+        "IS_OP": _Operation(operator.is_not if inst.arg else operator.is_, 2, (0, 1)),
+        "CONTAINS_OP": _Operation(_not_contains if inst.arg else operator.contains, 2, (1, 0)),
+        "BINARY_SUBSCR": _Operation(operator.getitem, 2, (0, 1)),
+        "STORE_SUBSCR": _Operation(operator.setitem, 3, (1, 2, 0), pushes=False),
+        "DELETE_SUBSCR": _Operation(operator.delitem, 2, (0, 1), pushes=False),
+        "STORE_ATTR": _Operation(setattr, 2, (1, "name", 0), pushes=False),
+        "BINARY_SLICE": _Operation(_slice_get, 3, (0, 1, 2)),
+        "STORE_SLICE": _Operation(_slice_set, 4, (0, 1, 2, 3), pushes=False),
+    }
+    return table.get(name)
+
+
+class _ResultPlaceholder(Value):
+    """Stands for the eager call's result on the rebuilt stack."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return "the result of the call that broke the graph"
+
+
+def _layout(
+    stack: list[Value], local_names: tuple[str, ...], cell_names: tuple[str, ...]
+) -> tuple[ResumeLayout, list[Value]]:
+    slots: list[StackSlot] = []
+    passed: list[Value] = []
+    for value in stack:
+        if value is NULL:
+            slots.append(StackSlot("null"))
+        elif isinstance(value, ContextExitValue):
+            ctx = _torch_context(value.context)
+            if ctx is None:
+                raise Unsupported(
+                    f"a graph break inside a with block over {value.context.describe()}"
+                )
+            slots.append(StackSlot("context", ctx.factory, ctx.args))
+        elif isinstance(value, IteratorValue):
+            rest = value.remaining()
+            if rest is None:
+                raise Unsupported(f"a graph break inside a loop over {value.describe()}")
+            slots.append(StackSlot("iterator"))
+            passed.append(TupleValue(rest))
+        else:
+            slots.append(StackSlot("value"))
+            passed.append(value)
+    return ResumeLayout(tuple(slots), local_names, cell_names), passed
+
+
+def _call_operands(
+    frame: SymbolicFrame, inst: Instruction
+) -> tuple[Value, list[Value], dict[str, Value], int]:
+    """The callee and arguments of the CALL at ``inst``, and how many stack slots it uses."""
+    stack = frame.stack
+    if inst.opname == "CALL":
+        assert inst.arg is not None
+        argc = inst.arg
+        args = stack[len(stack) - argc :] if argc else []
+        upper = stack[-argc - 1]
+        lower = stack[-argc - 2]
+        if lower is NULL:
+            callee = upper
+        else:
+            callee = lower
+            args = [upper, *args]
+        kw_names = frame.kw_names
+        kwargs: dict[str, Value] = {}
+        if kw_names:
+            split = len(args) - len(kw_names)
+            kwargs = dict(zip(kw_names, args[split:]))
+            args = args[:split]
+        return callee, list(args), kwargs, argc + 2
+    # CALL_FUNCTION_EX: [NULL?] callable, args tuple, [kwargs mapping]
+    tx = frame.tx
+    has_kwargs = bool(inst.arg and inst.arg & 1)
+    depth = 2 + has_kwargs
+    callee = stack[-depth]
+    args = tx.unpack(stack[-depth + 1])
+    kwargs = {}
+    if has_kwargs:
+        mapping = tx.as_mapping(stack[-1])
+        for key, value in mapping.entries.values():
+            kwargs[key.as_constant()] = value
+    if len(stack) > depth and stack[-depth - 1] is NULL:
+        depth += 1
+    return callee, list(args), kwargs, depth
+
+
+# -- the generated tail of an entry -----------------------------------------------------------
+
+
+def emit_break_tail(
+    em: Any,
+    exit: BreakExit,
+    collector: OutputCollector,
+    built: dict[int, str],
+    runtime: BreakRuntime,
+) -> None:
+    """Append to ``em.lines`` the entry's tail: rebuild, run the construct, resume."""
+    from .outputs import _emit
+
+    indent = "    "
+
+    def value(v: Value) -> str:
+        return _emit(em, v, collector, built, indent)
+
+    lines = em.lines
+    # Rebuild everything first (pure construction), then run the eager construct.
+    tested = value(exit.tested) if exit.tested is not None else None
+    call_expr = None
+    if exit.kind == "call":
+        assert exit.callee is not None
+        call_expr = _call_expression(em, exit, value, runtime)
+    continuations = []
+    for cont in exit.continuations:
+        parts = []
+        for v in cont.values:
+            parts.append("r" if isinstance(v, _ResultPlaceholder) else value(v))
+        continuations.append((cont, parts))
+    error_parts = [value(v) for v in exit.on_error.values] if exit.on_error else []
+
+    def resume(cont: Continuation, parts: list[str]) -> str:
+        run = runtime.eager if cont.eager else runtime.compiled
+        args = ", ".join(parts) + ("," if len(parts) == 1 else "")
+        return f"{em.const(run)}({em.const(cont.code)}, ({args}), C, G)"
+
+    inner = indent
+    if exit.on_error is not None:
+        lines.append(f"{inner}try:")
+        inner += "    "
+    for ctx in exit.contexts:
+        args = ", ".join(em.const(a) for a in ctx.args)
+        lines.append(f"{inner}with {em.const(ctx.factory)}({args}):")
+        inner += "    "
+    if exit.kind == "call":
+        lines.append(f"{inner}r = {call_expr}")
+    elif exit.kind == "jump":
+        lines.append(f"{inner}b = not not {tested}")
+    else:
+        lines.append(f"{inner}pass")
+    if exit.on_error is not None:
+        # raised by the eager part: on in the original code, at the breaking instruction,
+        # so the user's except/finally/with handlers see it as they would eagerly
+        lines.append(f"{indent}except BaseException as e:")
+        lines.append(f"{indent}    return {resume(exit.on_error, [*error_parts, 'e'])}")
+
+    if exit.kind == "jump":
+        taken, fallthrough = continuations
+        test = "b" if exit.jump_if_true else "not b"
+        lines.append(f"{indent}if {test}:")
+        lines.append(f"{indent}    return {resume(*taken)}")
+        lines.append(f"{indent}return {resume(*fallthrough)}")
+    else:
+        lines.append(f"{indent}return {resume(*continuations[0])}")
+
+
+@dataclass(frozen=True, slots=True)
+class BreakRuntime:
+    """The functions a break entry calls (bound by the compile path, with its backend)."""
+
+    compiled: Any  # (code, L, C, G) -> result: through the per-code cache
+    eager: Any  # (code, L, C, G) -> result: plain Python
+    call: Any  # (fn, args, kwargs) -> result: a Python callee through the compile path
+
+
+def _call_expression(em: Any, exit: BreakExit, value: Any, runtime: BreakRuntime) -> str:
+    callee = exit.callee
+    assert callee is not None
+    args = [value(a) for a in exit.args]
+    kwargs = {k: value(v) for k, v in exit.kwargs.items()}
+    kw_text = "{" + ", ".join(f"{em.const(k)}: {v}" for k, v in kwargs.items()) + "}"
+    arg_text = "(" + "".join(f"{a}, " for a in args) + ")"
+    if isinstance(callee, BoundMethodValue) and isinstance(callee.function, UserFunctionValue):
+        fn = _function_expression(em, callee.function, value)
+        receiver = value(callee.receiver)
+        return f"{em.const(runtime.call)}({fn}, ({receiver}, *{arg_text}), {kw_text})"
+    if isinstance(callee, UserFunctionValue):
+        fn = _function_expression(em, callee, value)
+        return f"{em.const(runtime.call)}({fn}, {arg_text}, {kw_text})"
+    if isinstance(callee, ModuleValue):
+        return f"{em.const(runtime.call)}({value(callee)}, {arg_text}, {kw_text})"
+    if isinstance(callee, TensorMethodValue):
+        target = f"getattr({value(callee.tensor)}, {em.const(callee.name)})"
+        return f"{target}(*{arg_text}, **{kw_text})"
+    receiver = getattr(callee, "receiver", None)
+    name = getattr(callee, "name", None)
+    if receiver is not None and isinstance(name, str):
+        target = f"getattr({value(receiver)}, {em.const(name)})"
+        return f"{target}(*{arg_text}, **{kw_text})"
+    return f"{value(callee)}(*{arg_text}, **{kw_text})"
+
+
+def _function_expression(em: Any, fn: UserFunctionValue, value: Any) -> str:
+    if fn.source is not None:
+        return str(em.source(fn.source, "    "))
+    real = getattr(fn, "fn", None)
+    if isinstance(real, types.FunctionType):
+        return str(em.const(real))
+    return str(value(fn))
+
+
+def location_of(exc: Unsupported) -> str:
+    return exc.user_location or exc.location or "<unknown>"

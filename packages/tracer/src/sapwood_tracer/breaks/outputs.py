@@ -1,0 +1,388 @@
+"""Rebuilding the user-visible result, and replaying side effects, after the graph ran.
+
+The trace ends with a value (the frame's return value) and a list of attribute writes. Each
+is turned into a *plan*: graph outputs for tensors computed in the graph, the input object
+itself for anything that came from the inputs (so identity and aliasing with inputs are
+kept), constants, and fresh containers/objects rebuilt around those. The entry function is
+generated code (see ``_codegen``): it checks the guards, calls the compiled graph, replays
+the writes and builds the plan.
+
+Invariants:
+
+* A value that appears several times in the result is built once (a list returned twice is
+  one list, as in Python).
+* Objects made during the trace are rebuilt without running user code: their class's
+  ``__new__`` is not called through ``__init__``; attributes are set with
+  ``object.__setattr__``, which also works for frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from sapwood_graph import (
+    AttrSource,
+    ClosureCellSource,
+    CompiledGraph,
+    FunctionSource,
+    Guard,
+    Source,
+)
+
+from ..errors import Unsupported
+from ..guards.emitter import Emitter, Miss, emit_guards
+from ..guards.sources import HeldObjectSource
+from ..interpreter.side_effects import AttributeWrite, SideEffects
+from ..values.base import ConstantValue, Value
+from ..values.containers import (
+    DictValue,
+    ListValue,
+    NamedTupleValue,
+    SetValue,
+    SliceValue,
+    TupleValue,
+)
+from ..values.contexts import ContextClassValue
+from ..values.functions import (
+    BoundBuiltinMethod,
+    BoundMethodValue,
+    BuiltinValue,
+    CellValue,
+    NestedFunctionValue,
+    RealCellValue,
+    UserFunctionValue,
+)
+from ..values.modules import ModuleValue
+from ..values.objects import (
+    ClassValue,
+    LoggingCallValue,
+    NewObjectValue,
+    ObjectValue,
+    PyModuleValue,
+)
+from ..values.ordered_dataclasses import OrderedDataclassValue
+from ..values.symbolic import SymNumberValue
+from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
+
+__all__ = ["OutputCollector", "build_entry_function"]
+
+
+def _new_object(cls: type, attrs: dict[str, Any]) -> Any:
+    obj: Any = object.__new__(cls)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+class OutputCollector:
+    """Collects the graph outputs a result needs (tensors computed in the graph)."""
+
+    def __init__(self) -> None:
+        self.proxies: list[Any] = []
+        self._index: dict[int, int] = {}
+        #: set once the graph is compiled with ``proxies`` as its outputs
+        self.frozen = False
+
+    def graph_index(self, value: TensorValue) -> int:
+        key = id(value.proxy.node)
+        index = self._index.get(key)
+        if index is None:
+            if self.frozen:  # every output must be known before the graph is compiled
+                raise Unsupported(f"rebuilding {value.describe()}, which is not a graph output")
+            index = len(self.proxies)
+            self._index[key] = index
+            self.proxies.append(value.proxy)
+        return index
+
+    def collect(self, value: Value, seen: set[int] | None = None) -> None:
+        seen = set() if seen is None else seen
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, TensorValue):
+            if not value.is_input():
+                self.graph_index(value)
+        elif isinstance(value, SymNumberValue):  # a symbolic size: the graph computes it
+            self.graph_index(value)  # type: ignore[arg-type]
+        elif isinstance(value, (TupleValue, ListValue)):
+            for item in value.items:
+                self.collect(item, seen)
+        elif isinstance(value, DictValue):
+            for _, item in value.entries.values():
+                self.collect(item, seen)
+        elif isinstance(value, SetValue):
+            for item in value.members.values():
+                self.collect(item, seen)
+        elif isinstance(value, NewObjectValue):
+            for item in value.attrs.values():
+                self.collect(item, seen)
+        elif isinstance(value, OrderedDataclassValue):
+            for _, item in value.items():
+                self.collect(item, seen)
+        elif isinstance(value, (BoundBuiltinMethod, BoundMethodValue)):
+            self.collect(value.receiver, seen)
+        elif isinstance(value, TensorMethodValue):
+            self.collect(value.tensor, seen)
+        elif isinstance(value, CellValue):
+            if value.contents is not None:
+                self.collect(value.contents, seen)
+        elif isinstance(value, RealCellValue):
+            if value.stored is not None:
+                self.collect(value.stored, seen)
+        elif isinstance(value, NestedFunctionValue):
+            for item in (*value.default_values, *value.kwdefault_values.values()):
+                self.collect(item, seen)
+            for item in value.cell_values:
+                self.collect(item, seen)
+
+
+def build_entry_function(
+    em: Emitter,
+    guards: list[Guard],
+    examples: dict[Source, Any],
+    compiled: CompiledGraph,
+    collector: OutputCollector,
+    result: Value | None,
+    writes: list[AttributeWrite],
+    *,
+    tail: Callable[[dict[int, str]], None] | None = None,
+    call_graph: bool = True,
+    effects: SideEffects | None = None,
+    root_globals: dict[str, Any] | None = None,
+) -> Any:
+    """The generated ``entry(L, C, G)`` of a cache entry: guards, then the run.
+
+    The run calls the compiled graph (unless ``call_graph`` is false: a graph without
+    operations), replays the attribute writes, and then either returns ``result`` rebuilt or,
+    at a graph break, lets ``tail`` append the rest (given the values built so far).
+    """
+    misses = em.const(tuple(Miss(i) for i in range(max(len(guards), 1))))
+    guard_lines = emit_guards(em, guards, examples, misses)
+    em.lines = [
+        "    g = 0",
+        "    try:",
+        *guard_lines,
+        "        pass",
+        "    except Exception:",
+        f"        return {misses}[g]",
+    ]
+    indent = "    "
+    if call_graph:
+        inputs = [em.source(s, indent) for s in compiled.input_sources]
+        em.lines.append(f"{indent}o = {em.const(compiled.fn)}({', '.join(inputs)})")
+    built: dict[int, str] = {}
+    for write in writes:
+        target = em.source(write.source, indent)
+        value = _emit(em, write.value, collector, built, indent)
+        em.lines.append(f"{indent}setattr({target}, {em.const(write.name)}, {value})")
+    if effects is not None:
+        _emit_mutations(em, effects, collector, built, indent, root_globals)
+    if tail is not None:
+        tail(built)
+    else:
+        assert result is not None
+        out = _emit(em, result, collector, built, indent)
+        em.lines.append(f"{indent}return {out}")
+    return em.build("sapwood_entry", list(em.lines))
+
+
+def _emit_mutations(
+    em: Emitter,
+    effects: SideEffects,
+    collector: OutputCollector,
+    built: dict[int, str],
+    indent: str,
+    root_globals: dict[str, Any] | None,
+) -> None:
+    """Write back mutated input lists/dicts (their final contents) and assigned globals."""
+    for container in effects.containers.values():
+        assert container.source is not None
+        target = em.source(container.source, indent)
+        if isinstance(container, ListValue):
+            items = ", ".join(_emit(em, v, collector, built, indent) for v in container.items)
+            em.lines.append(f"{indent}{target}[:] = [{items}]")
+        else:
+            assert isinstance(container, DictValue)
+            pairs = ", ".join(
+                f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
+                for k, v in container.entries.values()
+            )
+            em.lines.append(f"{indent}{target}.clear()")
+            em.lines.append(f"{indent}{target}.update([{pairs}])")
+    for cell in effects.cells.values():
+        assert isinstance(cell, RealCellValue) and cell.stored is not None
+        target = emit_cell(em, cell, indent)
+        out = _emit(em, cell.stored, collector, built, indent)
+        em.lines.append(f"{indent}{target}.cell_contents = {out}")
+    for g, name, value in effects.globals.values():
+        where = "G" if g is root_globals else em.const(g)
+        if value is None:
+            em.lines.append(f"{indent}del {where}[{em.const(name)}]")
+        else:
+            out = _emit(em, value, collector, built, indent)
+            em.lines.append(f"{indent}{where}[{em.const(name)}] = {out}")
+
+
+def _closure_cell_object(fn: Any, name: str) -> Any:
+    return fn.__closure__[fn.__code__.co_freevars.index(name)]
+
+
+def emit_cell(em: Emitter, cell: RealCellValue, indent: str) -> str:
+    """The real cell object behind ``cell`` (not its contents)."""
+    source = cell.source
+    if isinstance(source, ClosureCellSource):
+        if isinstance(source.of, FunctionSource):
+            return f"C[{em.freevars[source.cell_name]}]"
+        fn = em.source(source.of, indent)
+        return f"{em.const(_closure_cell_object)}({fn}, {em.const(source.cell_name)})"
+    if isinstance(source, AttrSource) and source.attr == "cell_contents" and source.base:
+        return em.source(source.base, indent)
+    raise Unsupported(f"rebuilding a closure cell reached through {source}")
+
+
+def _new_function(
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    defaults: tuple[Any, ...] | None,
+    kwdefaults: dict[str, Any] | None,
+    closure: tuple[Any, ...] | None,
+) -> types.FunctionType:
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
+def _source_of(value: Value) -> Source | None:
+    return value.source
+
+
+def _emit(
+    em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
+) -> str:
+    known = built.get(id(value))
+    if known is not None:
+        return known
+    if isinstance(value, TensorValue):
+        if value.is_input():
+            assert value.input_source is not None
+            return em.source(value.input_source, indent)
+        return f"o[{collector.graph_index(value)}]"
+    if isinstance(value, SymNumberValue):
+        return f"o[{collector.graph_index(value)}]"  # type: ignore[arg-type]
+    if isinstance(value, ConstantValue):
+        if value.source is not None:
+            return em.source(value.source, indent)
+        return em.const(value.value)
+    if value.source is not None and isinstance(
+        value, (ListValue, DictValue, TupleValue, SetValue, BuiltinValue)
+    ):
+        # from the inputs: the object itself (identity kept; mutations were written back)
+        return em.source(value.source, indent)
+    if isinstance(value, ModuleValue) and isinstance(value.source, HeldObjectSource):
+        raise Unsupported(f"returning {value.describe()} built during the trace")
+    if isinstance(value, (ModuleValue, ObjectValue)) or (
+        isinstance(value, UserFunctionValue) and value.source is not None
+    ):
+        assert value.source is not None
+        return em.source(value.source, indent)
+    if isinstance(value, (BuiltinValue, ClassValue, TorchFunctionValue, PyModuleValue)):
+        return em.const(value.as_constant())
+    if isinstance(value, LoggingCallValue):
+        return em.const(value.method)
+    if isinstance(value, (BoundBuiltinMethod, TensorMethodValue)):
+        receiver = value.receiver if isinstance(value, BoundBuiltinMethod) else value.tensor
+        name = em.temp()
+        target = _emit(em, receiver, collector, built, indent)
+        em.lines.append(f"{indent}{name} = getattr({target}, {em.const(value.name)})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, CellValue):
+        # a cell made by the trace (MAKE_CELL), shared by the closures rebuilt around it
+        name = em.temp()
+        if value.contents is None:
+            em.lines.append(f"{indent}{name} = {em.const(types.CellType)}()")
+        else:
+            contents = _emit(em, value.contents, collector, built, indent)
+            em.lines.append(f"{indent}{name} = {em.const(types.CellType)}({contents})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, RealCellValue):
+        cell = emit_cell(em, value, indent)
+        if value.stored is not None:  # assigned in the trace: write back first
+            stored = _emit(em, value.stored, collector, built, indent)
+            em.lines.append(f"{indent}{cell}.cell_contents = {stored}")
+        built[id(value)] = cell
+        return cell
+    if isinstance(value, NestedFunctionValue):
+        name = em.temp()
+        defaults = [_emit(em, v, collector, built, indent) for v in value.default_values]
+        kwdefaults = [
+            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
+            for k, v in value.kwdefault_values.items()
+        ]
+        cells = [_emit(em, v, collector, built, indent) for v in value.cell_values]
+        g = em.const(value.f_globals)
+        tuple_of = lambda parts: f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"  # noqa: E731
+        em.lines.append(
+            f"{indent}{name} = {em.const(_new_function)}({em.const(value.code)}, {g}, "
+            f"{tuple_of(defaults) if defaults else 'None'}, "
+            f"{{{', '.join(kwdefaults)}}}, {tuple_of(cells) if cells else 'None'})"
+        )
+        built[id(value)] = name
+        return name
+    if isinstance(value, BoundMethodValue):
+        name = em.temp()
+        fn = _emit(em, value.function, collector, built, indent)
+        receiver_text = _emit(em, value.receiver, collector, built, indent)
+        em.lines.append(f"{indent}{name} = {em.const(types.MethodType)}({fn}, {receiver_text})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, ContextClassValue):
+        return em.const(value.cls)
+    if isinstance(value, SliceValue):
+        return em.const(value.as_slice())
+    name = em.temp()
+    if isinstance(value, NamedTupleValue):
+        parts = [_emit(em, v, collector, built, indent) for v in value.items]
+        if hasattr(value.cls, "_make"):
+            expr = (
+                f"{em.const(value.cls)}._make(({', '.join(parts)}{',' if len(parts) == 1 else ''}))"
+            )
+        else:
+            expr = f"{em.const(value.cls)}(({', '.join(parts)}{',' if len(parts) == 1 else ''}))"
+    elif isinstance(value, TupleValue):
+        parts = [_emit(em, v, collector, built, indent) for v in value.items]
+        expr = f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+    elif isinstance(value, ListValue):
+        parts = [_emit(em, v, collector, built, indent) for v in value.items]
+        expr = f"[{', '.join(parts)}]"
+    elif isinstance(value, DictValue):
+        pairs = [
+            f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
+            for k, v in value.entries.values()
+        ]
+        expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
+    elif isinstance(value, SetValue):
+        parts = [_emit(em, v, collector, built, indent) for v in value.members.values()]
+        kind = frozenset if value.frozen else set
+        expr = f"{em.const(kind)}([{', '.join(parts)}])"
+    elif isinstance(value, OrderedDataclassValue):
+        pairs = [
+            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
+            for k, v in value.rebuild_kwargs().items()
+        ]
+        expr = f"{em.const(value.cls)}(**{{{', '.join(pairs)}}})"
+    elif isinstance(value, NewObjectValue):
+        pairs = [
+            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
+            for k, v in value.attrs.items()
+        ]
+        expr = f"{em.const(_new_object)}({em.const(value.cls)}, {{{', '.join(pairs)}}})"
+    else:
+        raise Unsupported(f"returning {value.describe()} from the compiled function")
+    em.lines.append(f"{indent}{name} = {expr}")
+    built[id(value)] = name
+    return name

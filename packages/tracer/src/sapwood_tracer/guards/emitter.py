@@ -1,0 +1,374 @@
+"""Generated Python for cache entries: the guard check and the runner.
+
+Both are compiled from source text made *only* of generated identifiers (``v3``, ``k7``),
+integer literals and fixed keywords. Every user-controlled string (an attribute name, a dict
+key, a global's name) and every object (a class, a held module, an expected constant) is
+bound to a ``k<n>`` name in the function's namespace instead of being written into the text,
+so no user input can ever become code.
+
+The generated functions take ``(L, C, G)``: the frame's arguments in binding order (a tuple),
+the function's closure cells and its globals dict.
+
+One function per cache entry checks the guards and, when they all hold, runs the entry: it
+returns a :class:`Miss` naming the first guard that failed (or raised), else the result.
+Values computed for the guards (``L['self'].fc.weight``, ...) are reused to feed the graph.
+
+Each source's value gets its own local (``v<n>``) while the text is built; :meth:`Emitter.build`
+then gives locals whose values are dead to later ones (``r<n>``), so a function checking
+thousands of guards keeps a small frame: CPython gives a frame bigger than its 16 KiB
+data-stack chunk a fresh memory mapping on every call.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import Any, cast
+
+import torch
+
+from sapwood_graph import (
+    AttrSource,
+    ClosureCellSource,
+    DefaultArgSource,
+    FunctionSource,
+    GlobalSource,
+    Guard,
+    GuardKind,
+    ItemSource,
+    LocalSource,
+    Source,
+    TensorPropertySource,
+    TensorSpec,
+    TypeSource,
+)
+
+from ..errors import Unsupported
+from .sources import (
+    ContainsSource,
+    DistinctIdsSource,
+    GlobalStateSource,
+    HasAttrSource,
+    HeldObjectSource,
+    KeysSource,
+    LenSource,
+    ModuleHooksSource,
+    WeakRefTargetSource,
+)
+
+__all__ = ["Emitter", "Miss", "emit_guards"]
+
+_dispatch_keys = torch._C._dispatch_keys
+
+
+def _has_float(value: Any) -> bool:
+    if isinstance(value, (float, complex)):
+        return True
+    return isinstance(value, tuple) and any(_has_float(v) for v in value)
+
+
+def _same_constant(value: Any, expected: Any) -> bool:
+    """Equality that tells -0.0 from 0.0 and lets nan equal nan (floats compared bit-wise)."""
+    if type(value) is not type(expected):
+        return False
+    if isinstance(expected, float):
+        return bool(value.hex() == expected.hex())
+    if isinstance(expected, complex):
+        return _same_constant(value.real, expected.real) and _same_constant(
+            value.imag, expected.imag
+        )
+    if isinstance(expected, tuple):
+        return len(value) == len(expected) and all(
+            _same_constant(v, e) for v, e in zip(value, expected)
+        )
+    return bool(value == expected)
+
+
+def _closure_cell(fn: Any, name: str) -> Any:
+    return fn.__closure__[fn.__code__.co_freevars.index(name)].cell_contents
+
+
+class Emitter:
+    """Builds the body of one generated function."""
+
+    def __init__(
+        self,
+        code: types.CodeType,
+        held: dict[int, Any],
+        member_stores: dict[Source, str] | None = None,
+    ) -> None:
+        self.code = code
+        self.member_stores = member_stores or {}
+        #: module sources whose listed attributes are read from the instance ``__dict__``
+        #: (set by :mod:`._guard_code`, which emits the checks that make this equal to
+        #: attribute access)
+        self.instance_attrs: dict[Source, frozenset[str]] = {}
+        self.params = {name: i for i, name in enumerate(_parameters(code))}
+        self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
+        self.held = held
+        self.namespace: dict[str, Any] = {
+            "_dispatch_keys": _dispatch_keys,
+            "_closure_cell": _closure_cell,
+            "_same_constant": _same_constant,
+        }
+        self.lines: list[str] = []
+        self._by_source: dict[Source, str] = {}
+        self._const_ids: dict[int, str] = {}
+        self._temps = 0
+
+    def const(self, value: Any) -> str:
+        """A namespace name bound to ``value``."""
+        key = id(value)
+        name = self._const_ids.get(key)
+        if name is not None and self.namespace[name] is value:
+            return name
+        name = f"k{len(self.namespace)}"
+        self.namespace[name] = value
+        self._const_ids[key] = name
+        return name
+
+    def blank(self) -> Emitter:
+        """A fresh emitter for another function over the same frame (no lines, no locals)."""
+        return Emitter(self.code, self.held, self.member_stores)
+
+    def temp(self) -> str:
+        self._temps += 1
+        return f"t{self._temps}"
+
+    def source(self, source: Source, indent: str) -> str:
+        """A local variable holding the value of ``source`` (emitting its computation once)."""
+        known = self._by_source.get(source)
+        if known is not None:
+            return known
+        expr = self._expression(source, indent)
+        name = f"v{len(self._by_source)}"
+        self.lines.append(f"{indent}{name} = {expr}")
+        self._by_source[source] = name
+        return name
+
+    def _expression(self, source: Source, indent: str) -> str:
+        if isinstance(source, LocalSource):
+            index = self.params.get(source.local_name)
+            if index is None:
+                raise Unsupported(f"a guard on the non-argument local {source.local_name!r}")
+            return f"L[{index}]"
+        if isinstance(source, GlobalSource):
+            return f"G[{self.const(source.global_name)}]"
+        if isinstance(source, HeldObjectSource):
+            return self.const(source.held)
+        if isinstance(source, GlobalStateSource):
+            return f"{self.const(source.reader())}()"
+        if isinstance(source, ClosureCellSource):
+            if isinstance(source.of, FunctionSource):
+                return f"C[{self.freevars[source.cell_name]}].cell_contents"
+            base = self.source(source.of, indent)
+            return f"_closure_cell({base}, {self.const(source.cell_name)})"
+        if isinstance(source, DistinctIdsSource):
+            parts = [self.source(s, indent) for s in source.sources]
+            return "len({" + ", ".join(f"id({p})" for p in parts) + "})"
+        base_source = source.base
+        if base_source is None:
+            raise Unsupported(f"a guard over the source {source}")
+        base = self.source(base_source, indent)
+        if isinstance(source, AttrSource):
+            if source.attr == "__dict__":
+                return f"{base}.__dict__"
+            store = self.member_stores.get(source)
+            readable = self.instance_attrs.get(base_source)
+            if readable is not None and (store or source.attr) in readable:
+                if store is not None:  # a parameter, buffer or submodule: from its registry
+                    table = self.source(AttrSource(base_source, store), indent)
+                    return f"{table}[{self.const(source.attr)}]"
+                inst = self.source(AttrSource(base_source, "__dict__"), indent)
+                return f"{inst}[{self.const(source.attr)}]"
+            if store is not None:  # a module's parameter, buffer or submodule
+                return f"{base}.{store}[{self.const(source.attr)}]"
+            return f"getattr({base}, {self.const(source.attr)})"
+        if isinstance(source, ItemSource):
+            return f"{base}[{self.const(source.index)}]"
+        if isinstance(source, TypeSource):
+            return f"type({base})"
+        if isinstance(source, DefaultArgSource):
+            if isinstance(source.index, str):
+                return f"{base}.__kwdefaults__[{self.const(source.index)}]"
+            return f"{base}.__defaults__[{int(source.index)}]"
+        if isinstance(source, LenSource):
+            return f"len({base})"
+        if isinstance(source, TensorPropertySource):  # a size or stride binding a symbol
+            if source.index is None:
+                return f"{base}.storage_offset()"
+            method = "size" if source.prop == "size" else "stride"
+            return f"{base}.{method}({int(source.index)})"
+        if isinstance(source, KeysSource):
+            return f"tuple({base})"
+        if isinstance(source, WeakRefTargetSource):
+            return f"{base}()"
+        if isinstance(source, HasAttrSource):
+            return f"hasattr({base}, {self.const(source.attr)})"
+        if isinstance(source, ModuleHooksSource):
+            return (
+                f"bool({base}._forward_hooks or {base}._forward_pre_hooks or "
+                f"{base}._backward_hooks or {base}._backward_pre_hooks)"
+            )
+        if isinstance(source, ContainsSource):
+            return f"({self.const(source.key)} in {base})"
+        raise Unsupported(f"a guard over the source {source}")
+
+    def build(self, name: str, body_lines: list[str]) -> Any:
+        text = f"def {name}(L, C, G):\n" + "\n".join(_reuse_locals(body_lines)) + "\n"
+        compiled = compile(text, f"<sapwood {name}>", "exec")
+        scope: dict[str, Any] = {}
+        exec(compiled, self.namespace, scope)
+        fn = scope[name]
+        fn.__sapwood_source__ = text  # for debugging and tests
+        return fn
+
+
+_LOCAL = re.compile(r"\bv\d+\b")
+_DEFINITION = re.compile(r"^\s*(v\d+) = ")
+
+
+def _reuse_locals(lines: list[str]) -> list[str]:
+    """``lines`` with the ``v<n>`` locals renamed so that a local whose value is dead (no
+    later line reads it) lends its name to the next one defined.
+
+    Sound for the code the emitters write: straight-line (no loops), each local assigned once
+    before any read. Anything else (a loop, a second assignment, a read before the
+    assignment) leaves the lines as they are.
+    """
+    if any(line.lstrip().startswith(("for ", "while ", "async ")) for line in lines):
+        return lines
+    defined: dict[str, int] = {}
+    last_read: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        match = _DEFINITION.match(line)
+        if match is not None:
+            if match.group(1) in defined:
+                return lines
+            defined[match.group(1)] = i
+        for token in _LOCAL.findall(line):
+            if token not in defined:
+                return lines  # read before it is assigned
+            last_read[token] = i
+    rename: dict[str, str] = {}
+    free: list[str] = []
+    freed_after: dict[int, list[str]] = {}
+    slots = 0
+    for i, line in enumerate(lines):
+        match = _DEFINITION.match(line)
+        if match is not None:
+            if free:
+                name = free.pop()
+            else:
+                name = f"r{slots}"
+                slots += 1
+            rename[match.group(1)] = name
+            freed_after.setdefault(last_read[match.group(1)], []).append(name)
+        free.extend(freed_after.pop(i, ()))
+    return [_LOCAL.sub(lambda t: rename[t.group(0)], line) for line in lines]
+
+
+def _parameters(code: types.CodeType) -> tuple[str, ...]:
+    import inspect
+
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return code.co_varnames[:count]
+
+
+def _batch_tensor_checker(tensors: list[torch.Tensor]) -> Any:
+    """torch's C++ checker of many static tensors at once (type, dispatch keys, dtype,
+    device, requires_grad, sizes, strides), or ``None`` where this torch lacks it."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        checker = TensorGuards(
+            *tensors,
+            dynamic_dims_sizes=[list(t.shape) for t in tensors],  # type: ignore[misc]
+            dynamic_dims_strides=[list(t.stride()) for t in tensors],  # type: ignore[misc]
+        )
+        if checker.check(*tensors) is not True:
+            return None
+        return checker
+    except Exception:  # a torch without it, or with another signature: use Python checks
+        return None
+
+
+def _is_static_spec(spec: Any) -> bool:
+    return isinstance(spec, TensorSpec) and None not in spec.shape and None not in spec.stride
+
+
+class Miss:
+    """What an entry function returns when guard ``index`` failed (never a user value)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Miss({self.index})"
+
+
+def emit_guards(
+    em: Emitter,
+    guards: list[Guard],
+    examples: dict[Source, torch.Tensor],
+    fail: str,
+) -> list[str]:
+    """Lines checking ``guards``; a failure returns a :class:`Miss` (``{fail}[index]``).
+
+    The lines expect to sit inside ``try:`` (indent 8) whose handler returns ``{fail}[g]``.
+    They are the fast form of :mod:`._guard_code` (implied guards left out, modules read
+    through their instance dict, likely failures first, tensor guards in torch's C++ batch
+    checker); the guard records stay the specification.
+    """
+    from .fast_path import emit_fast_guards
+
+    return emit_fast_guards(em, guards, examples, fail)
+
+
+def _check(em: Emitter, guard: Guard, indent: str) -> str:
+    kind, source, expected = guard.kind, guard.source, guard.expected
+    if kind is GuardKind.SHAPE:
+        from .shapes import shape_guard_check
+
+        return shape_guard_check(em, guard, indent)
+    if source is None:
+        raise Unsupported(f"a {kind.value} guard without a source")
+    value = em.source(source, indent)
+    if kind is GuardKind.TYPE_MATCH:
+        return f"type({value}) is {em.const(expected)}"
+    if kind is GuardKind.ID_MATCH:
+        obj = em.held.get(expected)  # type: ignore[call-overload]
+        if obj is None:
+            raise Unsupported(f"an identity guard on {source} whose object is not held")
+        return f"{value} is {em.const(obj)}"
+    if kind is GuardKind.CONSTANT_MATCH:
+        if expected is None or isinstance(expected, bool):
+            return f"{value} is {em.const(expected)}"
+        if _has_float(expected):
+            # == would let -0.0 pass for 0.0 (and never pass for nan): compare exactly
+            return f"_same_constant({value}, {em.const(expected)})"
+        return f"{value} == {em.const(expected)}"
+    if kind is GuardKind.ALIAS_MATCH:
+        assert isinstance(expected, Source)
+        other = em.source(expected, indent)
+        return f"{value} is {other}"
+    if kind is GuardKind.TENSOR_MATCH:
+        assert isinstance(expected, TensorSpec)
+        if not _is_static_spec(expected):
+            from .shapes import dynamic_tensor_check
+
+            return dynamic_tensor_check(em, value, expected)
+        parts = [
+            f"type({value}) is {em.const(expected.tensor_type)}",
+            f"{value}.dtype is {em.const(expected.dtype)}",
+            f"{value}.device == {em.const(expected.device)}",
+            f"{value}.shape == {em.const(torch.Size(cast(tuple[int, ...], expected.shape)))}",
+            f"{value}.stride() == {em.const(tuple(expected.stride))}",
+            f"{value}.requires_grad is {em.const(expected.requires_grad)}",
+            f"_dispatch_keys({value}).raw_repr() == {em.const(expected.dispatch_keys)}",
+        ]
+        return " and ".join(parts)
+    raise Unsupported(f"a guard of kind {kind}")

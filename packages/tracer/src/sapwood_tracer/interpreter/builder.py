@@ -1,0 +1,319 @@
+"""Making values from real Python objects, and the guards that make using them sound.
+
+:func:`wrap` is called with an object found at a source (an argument, a global, an
+attribute, ...). It picks the value kind and records what the trace will rely on:
+
+===========================  =====================================================
+object                       guards
+===========================  =====================================================
+tensor                       TENSOR_MATCH (type, dtype, device, shape, strides,
+                             requires_grad, dispatch keys) via the graph input
+int/float/bool/str/None/...  TYPE_MATCH and CONSTANT_MATCH
+tuple/list                   TYPE_MATCH and len; each item through ItemSource
+dict                         TYPE_MATCH and the keys in order; values by key
+nn.Module, function, class,  ID_MATCH (the cache entry keeps the object alive)
+module, builtin
+other objects                TYPE_MATCH; attributes read later are guarded then
+===========================  =====================================================
+
+:func:`wrap_trusted` makes values for objects with no source (constants in code, attributes
+of library namespaces such as ``torch`` or ``math``); it records no guard.
+
+Invariant: one source gives one value per trace (memoised), and one tensor object gives one
+graph input, however many sources reach it (later sources get an ALIAS_MATCH guard).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import functools
+import os
+import types
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sapwood_graph import AttrSource, GuardKind, ItemSource, Source
+
+from ..errors import Unsupported
+from ..guards.sources import HeldObjectSource, KeysSource, LenSource
+from ..values.base import ConstantValue, Value, is_constant_type
+from ..values.containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
+from ..values.functions import (
+    BoundBuiltinMethod,
+    BoundMethodValue,
+    BuiltinValue,
+    PartialValue,
+    UserFunctionValue,
+)
+from ..values.modules import ModuleValue
+from ..values.objects import ClassValue, EnvironValue, ObjectValue, PyModuleValue, WeakRefValue
+from ..values.tensors import TorchFunctionValue
+
+if TYPE_CHECKING:
+    from .session import TraceSession
+
+__all__ = ["wrap", "wrap_trusted"]
+
+
+def wrap(tx: TraceSession, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:
+    known = tx.by_source.get(source)
+    if known is not None:
+        return known
+    if type(obj) in _SHARED_KINDS or isinstance(obj, torch.nn.Module) or _is_plain_object(obj):
+        # One object reached through several sources is one value: later sources get an
+        # alias guard, and what is read from the object is read (and guarded) once.
+        seen = tx.by_object.get(id(obj))
+        if seen is not None and seen[0] is obj and seen[1].source is not None:
+            tx.guard(GuardKind.ALIAS_MATCH, source, seen[1].source)
+            tx.by_source[source] = seen[1]
+            return seen[1]
+    value = _make(tx, obj, source)
+    tx.by_source[source] = value
+    if isinstance(value, (ModuleValue, ObjectValue, ListValue, DictValue)):
+        tx.by_object[id(obj)] = (obj, value)
+    return value
+
+
+_SHARED_KINDS = (list, dict, collections.OrderedDict)
+
+
+def _is_plain_object(obj: Any) -> bool:
+    cls = type(obj)
+    return (
+        cls.__module__ != "builtins"
+        and not isinstance(
+            obj, (type, types.ModuleType, types.FunctionType, torch.Tensor, enum.Enum)
+        )
+        and hasattr(obj, "__dict__")
+    )
+
+
+def _id_match(tx: TraceSession, source: Source, obj: Any) -> None:
+    tx.hold(obj)
+    tx.guard(GuardKind.ID_MATCH, source, id(obj))
+
+
+def _type_match(tx: TraceSession, source: Source, obj: Any) -> None:
+    tx.guard(GuardKind.TYPE_MATCH, source, type(obj))
+
+
+def _is_namedtuple(obj: Any) -> bool:
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
+
+
+def _make(tx: TraceSession, obj: Any, source: Source) -> Value:
+    cls = type(obj)
+    if isinstance(obj, torch.Tensor):
+        return tx.tensor_input(obj, source)
+    if isinstance(obj, torch.nn.Module):
+        _id_match(tx, source, obj)
+        return ModuleValue(obj, source)
+    if cls in (tuple, list) or _is_namedtuple(obj) or cls is torch.Size:
+        if cls is torch.Size or (cls is tuple and is_constant_type(obj)):
+            _type_match(tx, source, obj)
+            tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
+            if cls is torch.Size:
+                return ConstantValue(obj, source)
+            return TupleValue([ConstantValue(v) for v in obj], source)
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, LenSource(source), len(obj))
+        items = [wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(obj)]
+        if cls is list:
+            return ListValue(items, source)
+        if cls is tuple:
+            return TupleValue(items, source)
+        return NamedTupleValue(cls, items, source)
+    if hasattr(cls, "n_fields") and isinstance(obj, tuple):  # torch.return_types structseq
+        _type_match(tx, source, obj)
+        items = [wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(obj)]
+        return NamedTupleValue(cls, items, source)
+    if cls in (dict, collections.OrderedDict) or _plain_dict_subclass(cls):
+        keys = tuple(obj.keys())
+        if not all(is_constant_type(k) for k in keys):
+            raise Unsupported("a dict input whose keys are not constants")
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
+        out = DictValue({}, source, cls=cls)
+        for k in keys:
+            out.entries[k] = (ConstantValue(k), wrap(tx, obj[k], ItemSource(source, k)))
+        return out
+    if cls in (set, frozenset):
+        if not is_constant_type(tuple(obj)):
+            raise Unsupported("a set input of non-constant members")
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
+        return SetValue({v: ConstantValue(v) for v in obj}, cls is frozenset, source, order=obj)
+    if isinstance(obj, os._Environ):
+        _type_match(tx, source, obj)
+        return EnvironValue(obj, source)
+    if isinstance(obj, enum.Enum):
+        _id_match(tx, source, obj)
+        return ConstantValue(obj, source)
+    if is_constant_type(obj):
+        plan = getattr(tx.graph, "shape_plan", None)
+        if cls is int and plan is not None and plan.int_is_symbolic(source):
+            return tx.graph.symint_input(tx, obj, source)  # type: ignore[no-any-return]
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
+        return ConstantValue(obj, source)
+    if isinstance(obj, types.FunctionType):
+        _id_match(tx, source, obj)
+        original = obj.__dict__.get("__sapwood_original__")
+        if original is not None:
+            # a compiled function called from traced code: trace what it compiles
+            return wrap(tx, original, AttrSource(source, "__sapwood_original__"))
+        if _is_modelled(obj):
+            return BuiltinValue(obj, source)
+        if _is_graph_function(obj):
+            return TorchFunctionValue(obj, source)
+        return UserFunctionValue(obj, source)
+    if isinstance(obj, weakref.ReferenceType) and type(obj) is weakref.ReferenceType:
+        _type_match(tx, source, obj)
+        return WeakRefValue(obj, source)
+    if isinstance(obj, functools._lru_cache_wrapper):
+        # a memoised function: calling it is calling the function (the cache only saves time)
+        _id_match(tx, source, obj)
+        return wrap(tx, obj.__wrapped__, AttrSource(source, "__wrapped__"))  # type: ignore[attr-defined]
+    if isinstance(obj, types.BuiltinMethodType) and type(obj.__self__) in (list, dict):
+        # ``xs.append`` handed over at a graph break: a method of the (guarded) container
+        _type_match(tx, source, obj)
+        owner = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+        if isinstance(owner, (ListValue, DictValue)):
+            return BoundBuiltinMethod(owner, obj.__name__)
+    if isinstance(obj, types.MethodType):
+        _type_match(tx, source, obj)
+        fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
+        receiver = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+        return BoundMethodValue(fn, receiver)
+    if isinstance(obj, functools.partial):
+        _type_match(tx, source, obj)
+        fn = wrap(tx, obj.func, AttrSource(source, "func"))
+        args = wrap(tx, obj.args, AttrSource(source, "args"))
+        kwargs = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
+        assert isinstance(kwargs, DictValue)
+        return PartialValue(
+            fn, args.unpack(tx), {k.as_constant(): v for k, v in kwargs.entries.values()}, source
+        )
+    if isinstance(obj, types.ModuleType):
+        _id_match(tx, source, obj)
+        return PyModuleValue(obj, source)
+    if _is_callable_builtin(obj) or isinstance(obj, type):
+        _id_match(tx, source, obj)
+        return _callable_value(tx, obj, source)
+    if isinstance(obj, (types.GeneratorType, types.CoroutineType)):
+        raise Unsupported(f"a {cls.__name__} object as an input")
+    if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj):
+        _type_match(tx, source, obj)
+        return ObjectValue(obj, source)
+    raise Unsupported(f"an input of type {cls.__qualname__}")
+
+
+def _plain_dict_subclass(cls: type) -> bool:
+    """A dict subclass that keeps dict's storage (its Python methods are inlined)."""
+    if not issubclass(cls, dict) or "__getattribute__" in vars(cls):
+        return False
+    return all(
+        getattr(cls, m) is getattr(dict, m) for m in ("__getitem__", "__iter__", "__len__", "keys")
+    )
+
+
+def _has_dict_or_slots(obj: Any) -> bool:
+    return hasattr(obj, "__dict__") or hasattr(type(obj), "__slots__")
+
+
+def _is_callable_builtin(obj: Any) -> bool:
+    return isinstance(
+        obj,
+        (
+            types.BuiltinFunctionType,
+            types.BuiltinMethodType,
+            types.MethodDescriptorType,
+            types.WrapperDescriptorType,
+            types.MethodWrapperType,
+            types.ClassMethodDescriptorType,
+            torch._ops.OpOverloadPacket,
+            torch._ops.OpOverload,
+        ),
+    )
+
+
+#: Python-level torch functions recorded as one node (their bodies are not traced).
+_GRAPH_FUNCTION_MODULES = frozenset(
+    {
+        "torch.nn.functional",
+        "torch.functional",
+        "torch._tensor",
+        "torch.random",
+        "torch._refs",
+        "torch.nn.modules.utils",
+    }
+)
+
+
+def _is_modelled(fn: Any) -> bool:
+    from ..pymodel.builtins import is_modelled_builtin
+
+    return is_modelled_builtin(fn)
+
+
+def _is_graph_function(fn: Any) -> bool:
+    from ..pymodel.torch_functions import is_modelled_torch_function
+
+    module = getattr(fn, "__module__", None) or ""
+    return module in _GRAPH_FUNCTION_MODULES or is_modelled_torch_function(fn)
+
+
+def _is_torch_builtin(fn: Any) -> bool:
+    if isinstance(fn, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return True
+    module = getattr(fn, "__module__", None) or ""
+    if module.startswith("torch"):
+        return True
+    owner = getattr(fn, "__objclass__", None)
+    return owner is not None and owner in (torch.Tensor, torch._C.TensorBase)
+
+
+def _callable_value(tx: TraceSession, obj: Any, source: Source | None) -> Value:
+    from ..pymodel.builtins import is_modelled_builtin
+
+    if obj in CONTEXT_CLASSES:
+        return ContextClassValue(obj)
+    if is_modelled_builtin(obj):
+        return BuiltinValue(obj, source)
+    if isinstance(obj, type):
+        return ClassValue(obj, source)
+    if _is_torch_builtin(obj):
+        return TorchFunctionValue(obj, source)
+    return BuiltinValue(obj, source)
+
+
+def wrap_trusted(tx: TraceSession, obj: Any) -> Value:
+    """A value for ``obj`` with no source and no guards (code constants, library attributes)."""
+    cls = type(obj)
+    if cls is tuple:
+        return TupleValue([wrap_trusted(tx, v) for v in obj])
+    if is_constant_type(obj) or isinstance(obj, types.CodeType):
+        return ConstantValue(obj)
+    if isinstance(obj, types.ModuleType):
+        return PyModuleValue(obj, None)
+    if isinstance(obj, types.FunctionType):
+        if _is_modelled(obj):
+            return BuiltinValue(obj)
+        if _is_graph_function(obj):
+            return TorchFunctionValue(obj)
+        return wrap(tx, obj, _held(obj))
+    if _is_callable_builtin(obj) or isinstance(obj, type):
+        return _callable_value(tx, obj, None)
+    if isinstance(obj, torch.Tensor):
+        return wrap(tx, obj, _held(obj))
+    return wrap(tx, obj, _held(obj))
+
+
+def _held(obj: Any) -> HeldObjectSource:
+    label = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return HeldObjectSource(id(obj), str(label), obj)

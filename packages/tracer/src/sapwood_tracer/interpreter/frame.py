@@ -1,0 +1,171 @@
+"""The symbolic frame: one activation of a code object during a trace.
+
+A frame owns its value stack, its fast locals (by index into ``co_varnames``), its cells
+(``co_cellvars + co_freevars``) and an instruction pointer. The top-level frame is the
+compiled function; inlined calls run in child frames sharing the same trace session.
+
+Invariants:
+
+* The stack only ever holds :class:`~sapwood_tracer.values.base.Value` objects (``NULL``
+  included); a local slot holds a value or ``None`` (unbound).
+* A generator frame is resumable: it suspends by raising :class:`FrameSuspend` from its
+  loop and later continues at the next instruction, so generators run lazily, interleaved
+  with their consumer exactly as in Python.
+* Exceptional edges are never taken: the exception table is ignored, and any exception the
+  traced code would raise makes the trace fail with :class:`~sapwood_tracer.Unsupported`.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import types
+from typing import TYPE_CHECKING, Any
+
+from sapwood_graph import Source
+
+from ..errors import Unsupported
+from ..values.base import Value
+from .instructions import Instruction, decode
+from .registry import dispatch_table
+
+if TYPE_CHECKING:
+    from .session import TraceSession
+
+__all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame"]
+
+#: Instructions one trace may execute before it is refused (runaway loops).
+INSTRUCTION_BUDGET = 2_000_000
+
+
+_LIBRARY_DIRS = tuple(
+    {os.path.dirname(os.__file__), *site.getsitepackages(), site.getusersitepackages()}
+)
+
+
+def _is_library(filename: str) -> bool:
+    """Whether ``filename`` belongs to an installed library or the standard library."""
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen")
+
+
+class FrameSuspend(Exception):
+    """Internal: a generator frame suspends (RETURN_GENERATOR, YIELD_VALUE) with a value;
+    its instruction pointer and stack stay as they are, ready to resume."""
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+
+
+class BreakHere(Exception):
+    """Internal: the root frame reached its planned graph break; its state (stack, locals,
+    instruction pointer) is that of just before the breaking instruction."""
+
+
+class FrameReturn(Exception):
+    """Internal: unwinds a frame's loop with its return value."""
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+
+
+class SymbolicFrame:
+    """One symbolic activation of ``code``."""
+
+    def __init__(
+        self,
+        tx: TraceSession,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        globals_source: Source | None,
+        fast_locals: dict[str, Value],
+        cells: dict[str, Value],
+        parent: SymbolicFrame | None,
+    ) -> None:
+        self.tx = tx
+        self.code = code
+        self.f_globals = f_globals
+        self.globals_source = globals_source
+        self.locals = fast_locals
+        self.cells = cells
+        self.parent = parent
+        self.stack: list[Value] = []
+        self.instructions = decode(code)
+        self.ip = 0
+        self.current: Instruction | None = None
+        self.kw_names: tuple[str, ...] = ()
+        self.is_generator = False
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        # the Python version whose opcode meanings apply (the running one, unless a test
+        # interprets hand-written instructions of another version)
+        self.version: tuple[int, int] | None = None if parent is None else parent.version
+        # The root frame of a capture counts how often it ran each instruction, so a failed
+        # trace can name "the n-th execution of instruction i" and the retrace stop there.
+        self.visits: dict[int, int] | None = None
+        self.break_at: tuple[int, int] | None = None
+
+    # -- stack -------------------------------------------------------------------------
+    def push(self, value: Value) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Value]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def peek(self, depth: int = 1) -> Value:
+        return self.stack[-depth]
+
+    def jump(self, inst: Instruction) -> None:
+        assert inst.target is not None
+        self.ip = inst.target
+
+    # -- locations ----------------------------------------------------------------------
+    def location(self) -> str:
+        line = self.current.lineno if self.current is not None else self.code.co_firstlineno
+        return f"{self.code.co_filename}:{line}"
+
+    def cell_name(self, index: int) -> str:
+        names = self.code.co_cellvars + self.code.co_freevars
+        return names[index]
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self) -> Value:
+        """Interpret the frame to its RETURN; the returned value."""
+        table = dispatch_table(self.version)
+        instructions = self.instructions
+        tx = self.tx
+        visits = self.visits
+        break_at = self.break_at
+        try:
+            while True:
+                inst = instructions[self.ip]
+                self.current = inst
+                if visits is not None:
+                    count = visits[inst.index] = visits.get(inst.index, 0) + 1
+                    if break_at is not None and break_at == (inst.index, count):
+                        raise BreakHere()
+                self.ip += 1
+                tx.budget -= 1
+                if tx.budget < 0:
+                    raise Unsupported(
+                        f"a trace longer than {INSTRUCTION_BUDGET} instructions (a runaway loop?)"
+                    )
+                handler = table.get(inst.opname)
+                if handler is None:
+                    raise Unsupported(f"the opcode {inst.opname}")
+                handler(self, inst)
+        except FrameReturn as ret:
+            return ret.value
+        except Unsupported as exc:
+            if visits is not None and exc.break_index is None and self.current is not None:
+                exc.break_index = self.current.index
+                exc.break_visit = visits[self.current.index]
+            exc.traced_stack.append(f"{self.location()} in {self.code.co_qualname}")
+            if not _is_library(self.code.co_filename):
+                exc.reached_from(self.location())
+            raise exc.located(self.location()) from exc.__cause__

@@ -1,0 +1,158 @@
+"""The tracer's one door into sapwood_graph.
+
+Everything the interpreter records goes through :class:`GraphBridge`: graph inputs (with
+their sources), function/method nodes (fake propagation decides the result's value kind),
+state-switching nodes (grad mode, autocast) and the final compile. Keeping it in one place
+keeps the rest of the interpreter ignorant of FX and of how sapwood_graph spells things.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from sapwood_graph import (
+    CompiledGraph,
+    FakePropagationError,
+    GuardKind,
+    OutputGraph,
+    Source,
+)
+
+from ..api.dynamic import ShapePlan
+from ..errors import Unsupported
+from ..values.base import Value
+from ..values.symbolic import number_from_fake
+from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
+
+if TYPE_CHECKING:
+    from .session import TraceSession
+
+__all__ = ["GraphBridge"]
+
+#: Tensor methods that do not mutate and return their receiver itself when there is nothing
+#: to convert (same dtype, device, layout or memory format). The fake result tells which case
+#: a call is: it is then the receiver's fake tensor itself.
+_SELF_WHEN_UNCHANGED = frozenset(
+    {
+        "to",
+        "type",
+        "type_as",
+        "contiguous",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "int",
+        "long",
+        "short",
+        "bool",
+        "byte",
+        "char",
+        "cpu",
+        "cuda",
+    }
+)
+
+
+class GraphBridge:
+    """Records one trace's graph."""
+
+    def __init__(self, name: str, shape_plan: ShapePlan | None = None) -> None:
+        self.og = OutputGraph(name=name)
+        self.shape_plan = shape_plan if shape_plan is not None else ShapePlan()
+        self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
+        self.input_order: list[Source] = []
+
+    def fake_mode(self) -> Any:
+        return self.og.fake_mode
+
+    # -- inputs --------------------------------------------------------------------------------
+    def tensor_input(self, tx: TraceSession, tensor: torch.Tensor, source: Source) -> TensorValue:
+        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(
+            tensor, torch.nn.Buffer if hasattr(torch.nn, "Buffer") else ()
+        ):
+            raise Unsupported(f"a tensor subclass input ({type(tensor).__qualname__})")
+        known = self.inputs.get(id(tensor))
+        if known is not None and known[0] is tensor:
+            # One tensor reached through two sources: one graph input, and a guard that the
+            # two sources still hold the same object.
+            value = known[1]
+            assert value.input_source is not None
+            tx.guard(GuardKind.ALIAS_MATCH, source, value.input_source)
+            return value
+        try:
+            dims = self.shape_plan.tensor_dims(source, tensor)
+            proxy = self.og.create_graph_input(source, tensor, dynamic_dims=dims)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        fake = proxy.node.meta["example_value"]
+        value = TensorValue(proxy, fake, source)
+        value.input_type = type(tensor)
+        self.inputs[id(tensor)] = (tensor, value)
+        self.input_order.append(source)
+        return value
+
+    def symint_input(self, tx: TraceSession, value: int, source: Source) -> Value:
+        """An int argument traced as a symbol (the shape plan asked for it)."""
+        proxy = self.og.create_graph_input(source, value)
+        result = number_from_fake(proxy, proxy.node.meta["example_value"])
+        result.source = source
+        return result
+
+    # -- nodes ----------------------------------------------------------------------------------
+    def call_function(
+        self, tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value:
+        gargs = tuple(to_graph_arg(tx, a) for a in args)
+        gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
+        try:
+            proxy = self.og.root.call_function(fn, gargs, gkwargs)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        name = getattr(fn, "__name__", str(fn))
+        return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name)
+
+    def call_method(
+        self, tx: TraceSession, name: str, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value:
+        gargs = tuple(to_graph_arg(tx, a) for a in args)
+        gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
+        try:
+            proxy = self.og.root.call_method(name, gargs, gkwargs)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        fake = proxy.node.meta["example_value"]
+        receiver = args[0] if args else None
+        if (
+            name in _SELF_WHEN_UNCHANGED
+            and isinstance(receiver, TensorValue)
+            and fake is receiver.fake
+            and not proxy.node.users
+        ):
+            # ``x.to(x.dtype)``, ``x.float()`` on a float tensor, ``x.contiguous()`` on a
+            # contiguous one: torch returns ``x`` itself, decided by metadata the guards fix.
+            # The node would cost a dispatch per call for nothing; the value is ``x``.
+            self.og.root.graph.erase_node(proxy.node)
+            return receiver
+        return wrap_graph_result(tx, proxy, fake, f"Tensor.{name}")
+
+    def getitem_proxy(self, proxy: Any, index: int) -> Any:
+        return self.og.root.call_function(operator.getitem, (proxy, index))
+
+    def record_state_call(self, tx: TraceSession, fn: Any, args: tuple[Any, ...]) -> Any:
+        """Record a node that switches global state; running it on fakes switches it now."""
+        try:
+            return self.og.root.call_function(fn, args)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+
+    # -- compile ---------------------------------------------------------------------------------
+    def compile(self, outputs: list[Any], backend: Any) -> CompiledGraph:
+        return self.og.compile(tuple(outputs), backend)
+
+    @property
+    def guards(self) -> Any:
+        return self.og.guards

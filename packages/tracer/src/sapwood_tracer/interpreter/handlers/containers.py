@@ -1,0 +1,149 @@
+"""Building, extending and unpacking containers.
+
+Version differences: ``LIST_TO_TUPLE`` exists up to 3.11 (3.12 uses ``CALL_INTRINSIC_1``).
+"""
+
+from __future__ import annotations
+
+from ...errors import Unsupported
+from ...values.base import Value
+from ...values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue
+from ..frame import SymbolicFrame
+from ..instructions import Instruction
+from ..registry import opcode
+
+
+@opcode("BUILD_TUPLE")
+def build_tuple(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    frame.push(TupleValue(frame.popn(inst.arg)))
+
+
+@opcode("BUILD_LIST")
+def build_list(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    frame.push(ListValue(frame.popn(inst.arg)))
+
+
+@opcode("BUILD_SET")
+def build_set(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    frame.push(SetValue.of(frame.tx, frame.popn(inst.arg)))
+
+
+@opcode("BUILD_MAP")
+def build_map(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    flat = frame.popn(2 * inst.arg)
+    pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+    frame.push(DictValue.from_pairs(frame.tx, pairs))
+
+
+@opcode("BUILD_CONST_KEY_MAP")
+def build_const_key_map(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    keys = frame.pop().unpack(frame.tx)
+    values = frame.popn(inst.arg)
+    frame.push(DictValue.from_pairs(frame.tx, list(zip(keys, values))))
+
+
+@opcode("BUILD_SLICE")
+def build_slice(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    frame.push(SliceValue(frame.popn(inst.arg)))
+
+
+def _container_below(frame: SymbolicFrame, inst: Instruction) -> Value:
+    assert inst.arg is not None
+    return frame.peek(inst.arg)
+
+
+@opcode("LIST_APPEND")
+def list_append(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    target = _container_below(frame, inst)
+    assert isinstance(target, ListValue)
+    target.items.append(value)
+
+
+@opcode("SET_ADD")
+def set_add(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    target = _container_below(frame, inst)
+    assert isinstance(target, SetValue)
+    target.call_method(frame.tx, "add", [value], {})
+
+
+@opcode("MAP_ADD")
+def map_add(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    key = frame.pop()
+    target = _container_below(frame, inst)
+    assert isinstance(target, DictValue)
+    target.setitem(frame.tx, key, value)
+
+
+@opcode("LIST_EXTEND")
+def list_extend(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    target = _container_below(frame, inst)
+    assert isinstance(target, ListValue)
+    target.items.extend(frame.tx.unpack(value))
+
+
+@opcode("SET_UPDATE")
+def set_update(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    target = _container_below(frame, inst)
+    assert isinstance(target, SetValue)
+    target.add_all(frame.tx, value)
+
+
+@opcode("DICT_UPDATE", "DICT_MERGE")
+def dict_update(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    target = _container_below(frame, inst)
+    assert isinstance(target, DictValue)
+    if inst.opname == "DICT_MERGE":
+        other = frame.tx.as_mapping(value)
+        for k in other.entries:
+            if k in target.entries:
+                raise Unsupported(f"keyword argument {k!r} given twice (TypeError)")
+        target.update_from(frame.tx, other)
+    else:
+        target.update_from(frame.tx, frame.tx.as_mapping(value))
+
+
+@opcode("LIST_TO_TUPLE", until=(3, 12))
+def list_to_tuple(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    assert isinstance(value, ListValue)
+    frame.push(TupleValue(list(value.items)))
+
+
+@opcode("UNPACK_SEQUENCE")
+def unpack_sequence(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    items = frame.tx.unpack(frame.pop())
+    if len(items) != inst.arg:
+        raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+    frame.stack.extend(reversed(items))
+
+
+@opcode("UNPACK_EX")
+def unpack_ex(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = frame.tx.unpack(frame.pop())
+    if len(items) < before + after:
+        raise Unsupported("starred unpacking of too few values (ValueError)")
+    middle = ListValue(items[before : len(items) - after])
+    ordered = [*items[:before], middle, *items[len(items) - after :]]
+    frame.stack.extend(reversed(ordered))
+
+
+@opcode("GET_LEN")
+def get_len(frame: SymbolicFrame, inst: Instruction) -> None:
+    from ...values.base import ConstantValue
+
+    frame.push(ConstantValue(frame.tx.length(frame.peek())))

@@ -1,0 +1,256 @@
+"""Loads and stores: locals, constants, globals, cells, attributes, imports.
+
+Version differences: 3.11 has ``LOAD_METHOD``; 3.12 folds it into ``LOAD_ATTR`` (low bit of
+the argument) and adds ``LOAD_SUPER_ATTR``, ``LOAD_FAST_CHECK`` and ``LOAD_FAST_AND_CLEAR``
+(inlined comprehensions save and restore the loop variable with it).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from sapwood_graph import GlobalSource, ItemSource, Source
+
+from ...errors import Unsupported
+from ...guards.sources import ContainsSource, HeldObjectSource
+from ...values.base import NULL, ConstantValue, Value
+from ...values.functions import CellValue
+from ..frame import SymbolicFrame
+from ..instructions import Instruction
+from ..registry import opcode
+
+_BUILTINS = builtins.__dict__
+_BUILTINS_SOURCE = HeldObjectSource(id(_BUILTINS), "builtins", _BUILTINS)
+
+
+def _load_local(frame: SymbolicFrame, name: str) -> Value:
+    value = frame.locals.get(name)
+    if value is None:
+        raise Unsupported(f"local variable {name!r} read before assignment (UnboundLocalError)")
+    return value
+
+
+@opcode("LOAD_FAST")
+def load_fast(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(_load_local(frame, inst.argval))
+
+
+@opcode("LOAD_FAST_CHECK", since=(3, 12))
+def load_fast_check(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(_load_local(frame, inst.argval))
+
+
+@opcode("LOAD_FAST_AND_CLEAR", since=(3, 12))
+def load_fast_and_clear(frame: SymbolicFrame, inst: Instruction) -> None:
+    # Pushes NULL for an unbound local; STORE_FAST of that NULL unbinds it again. For a cell
+    # variable (an inlined comprehension whose variable a closure captures) the slot holds
+    # the cell itself, which is saved and later restored the same way.
+    name = inst.argval
+    value = frame.cells.pop(name, None) if name in frame.cells else frame.locals.pop(name, None)
+    frame.push(NULL if value is None else value)
+
+
+@opcode("STORE_FAST")
+def store_fast(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    name = inst.argval
+    if name in frame.code.co_cellvars and (value is NULL or isinstance(value, CellValue)):
+        # 3.12 restores a cell variable saved by LOAD_FAST_AND_CLEAR
+        if value is NULL:
+            frame.cells.pop(name, None)
+        else:
+            frame.cells[name] = value
+    elif value is NULL:
+        frame.locals.pop(name, None)
+    else:
+        frame.locals[name] = value
+
+
+@opcode("DELETE_FAST")
+def delete_fast(frame: SymbolicFrame, inst: Instruction) -> None:
+    if frame.locals.pop(inst.argval, None) is None:
+        raise Unsupported(f"del of unbound local {inst.argval!r}")
+
+
+@opcode("LOAD_CONST")
+def load_const(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(frame.tx.wrap_trusted(inst.argval))
+
+
+def global_value(frame: SymbolicFrame, name: str) -> Value:
+    tx = frame.tx
+    g = frame.f_globals
+    assigned, pending = tx.side_effects.pending_global(g, name)
+    if assigned:
+        if pending is None:
+            raise Unsupported(f"reading the deleted global {name!r} (NameError)")
+        return pending
+    if name in g:
+        source: Source
+        if frame.globals_source is None and g is tx.f_globals:
+            source = GlobalSource(name)
+        else:
+            source = ItemSource(frame.globals_source or _held_globals(g), name)
+        return tx.wrap(g[name], source)
+    if name in _BUILTINS:
+        if g is tx.f_globals and frame.globals_source is None:
+            tx.guard_false(ContainsSource(_held_globals(g), name))
+        else:
+            tx.guard_false(ContainsSource(frame.globals_source or _held_globals(g), name))
+        return tx.wrap_trusted(_BUILTINS[name])
+    raise Unsupported(f"the undefined global {name!r} (NameError)")
+
+
+def _held_globals(g: dict) -> HeldObjectSource:
+    return HeldObjectSource(id(g), f"globals of {g.get('__name__', '?')}", g)
+
+
+@opcode("LOAD_GLOBAL")
+def load_global(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    if inst.arg & 1:
+        frame.push(NULL)
+    frame.push(global_value(frame, inst.argval))
+
+
+@opcode("LOAD_NAME")
+def load_name(frame: SymbolicFrame, inst: Instruction) -> None:
+    raise Unsupported("module- or class-level code (LOAD_NAME)")
+
+
+@opcode("STORE_GLOBAL")
+def store_global(frame: SymbolicFrame, inst: Instruction) -> None:
+    # replayed on the real globals dict after the graph ran (see _side_effects)
+    frame.tx.side_effects.store_global(frame.f_globals, inst.argval, frame.pop())
+
+
+@opcode("DELETE_GLOBAL")
+def delete_global(frame: SymbolicFrame, inst: Instruction) -> None:
+    g = frame.f_globals
+    assigned, pending = frame.tx.side_effects.pending_global(g, inst.argval)
+    if (assigned and pending is None) or (not assigned and inst.argval not in g):
+        raise Unsupported(f"del of the undefined global {inst.argval!r} (NameError)")
+    frame.tx.side_effects.store_global(g, inst.argval, None)
+
+
+@opcode("MAKE_CELL")
+def make_cell(frame: SymbolicFrame, inst: Instruction) -> None:
+    name = inst.argval
+    frame.cells[name] = CellValue(frame.locals.pop(name, None))
+
+
+@opcode("COPY_FREE_VARS")
+def copy_free_vars(frame: SymbolicFrame, inst: Instruction) -> None:
+    # The frame was created with its free cells already in place.
+    pass
+
+
+@opcode("LOAD_CLOSURE")
+def load_closure(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(frame.cells[inst.argval])
+
+
+@opcode("LOAD_DEREF")
+def load_deref(frame: SymbolicFrame, inst: Instruction) -> None:
+    cell = frame.cells[inst.argval]
+    frame.push(cell.load(frame.tx, inst.argval))  # type: ignore[attr-defined]
+
+
+@opcode("STORE_DEREF")
+def store_deref(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.cells[inst.argval].store(frame.tx, frame.pop())  # type: ignore[attr-defined]
+
+
+@opcode("DELETE_DEREF")
+def delete_deref(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.cells[inst.argval].store(frame.tx, None)  # type: ignore[attr-defined]
+
+
+@opcode("LOAD_CLASSDEREF", until=(3, 12))
+def load_classderef(frame: SymbolicFrame, inst: Instruction) -> None:
+    raise Unsupported("class bodies (LOAD_CLASSDEREF)")
+
+
+@opcode("LOAD_ATTR", until=(3, 12))
+def load_attr_311(frame: SymbolicFrame, inst: Instruction) -> None:
+    obj = frame.pop()
+    frame.push(frame.tx.getattr(obj, inst.argval))
+
+
+@opcode("LOAD_METHOD", until=(3, 12))
+def load_method_311(frame: SymbolicFrame, inst: Instruction) -> None:
+    # Always the (NULL, bound attribute) form; CALL treats both forms alike.
+    obj = frame.pop()
+    frame.push(NULL)
+    frame.push(frame.tx.getattr(obj, inst.argval))
+
+
+@opcode("LOAD_ATTR", since=(3, 12))
+def load_attr_312(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    obj = frame.pop()
+    attr = frame.tx.getattr(obj, inst.argval)
+    if inst.arg & 1:
+        frame.push(NULL)
+    frame.push(attr)
+
+
+@opcode("LOAD_SUPER_ATTR", since=(3, 12))
+def load_super_attr(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    receiver = frame.pop()
+    cls = frame.pop()
+    super_fn = frame.pop()
+    from ...pymodel.builtins import make_super
+
+    sup = make_super(frame.tx, super_fn, cls, receiver)
+    attr = frame.tx.getattr(sup, inst.argval)
+    if inst.arg & 1:
+        frame.push(NULL)
+    frame.push(attr)
+
+
+@opcode("STORE_ATTR")
+def store_attr(frame: SymbolicFrame, inst: Instruction) -> None:
+    obj = frame.pop()
+    value = frame.pop()
+    obj.setattr(frame.tx, inst.argval, value)
+
+
+@opcode("DELETE_ATTR")
+def delete_attr(frame: SymbolicFrame, inst: Instruction) -> None:
+    raise Unsupported(f"del of attribute {inst.argval!r}")
+
+
+@opcode("IMPORT_NAME")
+def import_name(frame: SymbolicFrame, inst: Instruction) -> None:
+    fromlist = frame.pop().as_constant()
+    level = frame.pop().as_constant()
+    if level != 0:
+        raise Unsupported("a relative import inside the compiled function")
+    import importlib
+    import sys
+
+    name = inst.argval
+    if name not in sys.modules:
+        raise Unsupported(f"importing {name!r} for the first time inside the compiled function")
+    module = importlib.import_module(name)
+    if not fromlist:
+        module = sys.modules[name.partition(".")[0]]
+    frame.push(frame.tx.wrap_trusted(module))
+
+
+@opcode("IMPORT_FROM")
+def import_from(frame: SymbolicFrame, inst: Instruction) -> None:
+    module = frame.peek()
+    frame.push(frame.tx.getattr(module, inst.argval))
+
+
+@opcode("LOAD_ASSERTION_ERROR")
+def load_assertion_error(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(ConstantValue(AssertionError))
+
+
+@opcode("LOAD_BUILD_CLASS")
+def load_build_class(frame: SymbolicFrame, inst: Instruction) -> None:
+    raise Unsupported("a class statement inside the compiled function")

@@ -1,0 +1,166 @@
+"""Operators: BINARY_OP, unary ops, comparisons, identity, containment, subscripts, f-strings.
+
+Version differences: 3.12 adds ``BINARY_SLICE``/``STORE_SLICE`` and replaces
+``UNARY_POSITIVE`` and ``LIST_TO_TUPLE`` with ``CALL_INTRINSIC_1``.
+"""
+
+from __future__ import annotations
+
+import dis
+import operator
+
+from ...errors import Unsupported
+from ...pymodel import operators as ops
+from ...values.base import ConstantValue, Value
+from ...values.containers import ListValue, SliceValue, TupleValue
+from ...values.identity import compare_ids, same_object
+from ..frame import SymbolicFrame
+from ..instructions import Instruction
+from ..registry import opcode
+
+_NB_OPS: list[tuple[str, str]] = dis._nb_ops  # type: ignore[attr-defined]
+
+
+@opcode("BINARY_OP")
+def binary_op(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    symbol = _NB_OPS[inst.arg][1]
+    b = frame.pop()
+    a = frame.pop()
+    fn = ops.INPLACE.get(symbol) or ops.BINARY[symbol]
+    frame.push(ops.binary(frame.tx, fn, a, b))
+
+
+@opcode("UNARY_NEGATIVE")
+def unary_negative(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(ops.unary(frame.tx, operator.neg, frame.pop()))
+
+
+@opcode("UNARY_POSITIVE", until=(3, 12))
+def unary_positive(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(ops.unary(frame.tx, operator.pos, frame.pop()))
+
+
+@opcode("UNARY_INVERT")
+def unary_invert(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(ops.unary(frame.tx, operator.invert, frame.pop()))
+
+
+@opcode("UNARY_NOT")
+def unary_not(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(ConstantValue(not frame.tx.truth(frame.pop())))
+
+
+# CALL_INTRINSIC_1 operands (Include/internal/pycore_intrinsics.h, 3.12)
+_INTRINSIC_UNARY_POSITIVE = 5
+_INTRINSIC_LIST_TO_TUPLE = 6
+
+
+@opcode("CALL_INTRINSIC_1", since=(3, 12))
+def call_intrinsic_1(frame: SymbolicFrame, inst: Instruction) -> None:
+    value = frame.pop()
+    if inst.arg == _INTRINSIC_UNARY_POSITIVE:
+        frame.push(ops.unary(frame.tx, operator.pos, value))
+    elif inst.arg == _INTRINSIC_LIST_TO_TUPLE:
+        assert isinstance(value, ListValue)
+        frame.push(TupleValue(list(value.items)))
+    else:
+        raise Unsupported(
+            f"CALL_INTRINSIC_1 {inst.argrepr if hasattr(inst, 'argrepr') else inst.arg}"
+        )
+
+
+@opcode("CALL_INTRINSIC_2", since=(3, 12))
+def call_intrinsic_2(frame: SymbolicFrame, inst: Instruction) -> None:
+    raise Unsupported(f"CALL_INTRINSIC_2 {inst.arg} (exception groups or type parameters)")
+
+
+@opcode("COMPARE_OP")
+def compare_op(frame: SymbolicFrame, inst: Instruction) -> None:
+    # dis resolves the operator in both versions (3.12 keeps it in the high bits of arg).
+    b = frame.pop()
+    a = frame.pop()
+    ids = compare_ids(frame.tx, ops.COMPARE[inst.argval], a, b)  # id(x) == id(y)
+    frame.push(ids if ids is not None else ops.compare(frame.tx, inst.argval, a, b))
+
+
+@opcode("IS_OP")
+def is_op(frame: SymbolicFrame, inst: Instruction) -> None:
+    b = frame.pop()
+    a = frame.pop()
+    same = same_object(frame.tx, a, b)
+    frame.push(ConstantValue(same != bool(inst.arg)))
+
+
+@opcode("CONTAINS_OP")
+def contains_op(frame: SymbolicFrame, inst: Instruction) -> None:
+    container = frame.pop()
+    item = frame.pop()
+    found = ops.contains(frame.tx, container, item)
+    frame.push(ConstantValue(found != bool(inst.arg)))
+
+
+@opcode("BINARY_SUBSCR")
+def binary_subscr(frame: SymbolicFrame, inst: Instruction) -> None:
+    key = frame.pop()
+    container = frame.pop()
+    frame.push(frame.tx.getitem(container, key))
+
+
+@opcode("STORE_SUBSCR")
+def store_subscr(frame: SymbolicFrame, inst: Instruction) -> None:
+    key = frame.pop()
+    container = frame.pop()
+    value = frame.pop()
+    container.setitem(frame.tx, key, value)
+
+
+@opcode("DELETE_SUBSCR")
+def delete_subscr(frame: SymbolicFrame, inst: Instruction) -> None:
+    key = frame.pop()
+    container = frame.pop()
+    container.delitem(frame.tx, key)
+
+
+@opcode("BINARY_SLICE", since=(3, 12))
+def binary_slice(frame: SymbolicFrame, inst: Instruction) -> None:
+    stop = frame.pop()
+    start = frame.pop()
+    container = frame.pop()
+    frame.push(frame.tx.getitem(container, SliceValue([start, stop])))
+
+
+@opcode("STORE_SLICE", since=(3, 12))
+def store_slice(frame: SymbolicFrame, inst: Instruction) -> None:
+    stop = frame.pop()
+    start = frame.pop()
+    container = frame.pop()
+    value = frame.pop()
+    container.setitem(frame.tx, SliceValue([start, stop]), value)
+
+
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+
+
+@opcode("FORMAT_VALUE")
+def format_value(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    spec = frame.pop().as_constant() if inst.arg & 0x04 else ""
+    value: Value = frame.pop()
+    frame.push(format_constant(frame, value, _CONVERSIONS[inst.arg & 0x03], spec))
+
+
+def format_constant(frame: SymbolicFrame, value: Value, conversion, spec: str) -> Value:  # type: ignore[no-untyped-def]
+    if not value.is_constant():
+        raise Unsupported(f"formatting {value.describe()} into a string")
+    raw = value.as_constant()
+    if conversion is not None:
+        raw = conversion(raw)
+    return ConstantValue(format(raw, spec))
+
+
+@opcode("BUILD_STRING")
+def build_string(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    parts = frame.popn(inst.arg)
+    frame.push(ConstantValue("".join(p.as_constant() for p in parts)))

@@ -1,0 +1,83 @@
+"""The opcode registry: one handler per opcode, registered with the Python versions it serves.
+
+Handler modules (``sapwood_tracer.handlers.*``) register with :func:`opcode`; the interpreter
+asks :func:`dispatch_table` for the table of the running Python once. Version differences
+live here, as version bounds, not as ``sys.version_info`` tests inside handlers: when an
+opcode changed meaning between versions, each meaning is a separate handler with its own
+bounds. Two handlers for one opcode may not serve the same version (checked at registration).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .frame import SymbolicFrame
+    from .instructions import Instruction
+
+__all__ = ["Handler", "dispatch_table", "opcode", "registered"]
+
+Handler = Callable[["SymbolicFrame", "Instruction"], Any]
+Version = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    opname: str
+    since: Version
+    until: Version | None  # exclusive
+    handler: Handler
+
+    def serves(self, version: Version) -> bool:
+        return self.since <= version and (self.until is None or version < self.until)
+
+
+_registrations: dict[str, list[_Registration]] = {}
+_tables: dict[Version, dict[str, Handler]] = {}
+
+
+def opcode(
+    *opnames: str, since: Version = (3, 11), until: Version | None = None
+) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of ``opnames`` for ``since <= v < until``."""
+
+    def register(handler: Handler) -> Handler:
+        for name in opnames:
+            new = _Registration(name, since, until, handler)
+            for old in _registrations.get(name, []):
+                for probe in _overlap_probes(old, new):
+                    if old.serves(probe) and new.serves(probe):
+                        raise RuntimeError(f"two handlers for {name} on Python {probe}")
+            _registrations.setdefault(name, []).append(new)
+        _tables.clear()
+        return handler
+
+    return register
+
+
+def _overlap_probes(a: _Registration, b: _Registration) -> list[Version]:
+    return [a.since, b.since]
+
+
+def dispatch_table(version: Version | None = None) -> dict[str, Handler]:
+    """Handlers serving ``version`` (default: the running Python), keyed by opname."""
+    if version is None:
+        version = (sys.version_info.major, sys.version_info.minor)
+    table = _tables.get(version)
+    if table is None:
+        table = {
+            name: reg.handler
+            for name, regs in _registrations.items()
+            for reg in regs
+            if reg.serves(version)
+        }
+        _tables[version] = table
+    return table
+
+
+def registered(opname: str) -> list[tuple[Version, Version | None]]:
+    """The version ranges ``opname`` has handlers for (for tests and docs)."""
+    return [(r.since, r.until) for r in _registrations.get(opname, [])]

@@ -1,0 +1,320 @@
+"""The trace session: state shared by every frame of one trace.
+
+A session owns the graph being built (through :mod:`._graph_bridge`), the guards recorded so
+far, the side effects to replay, and the table of values already made for each source (so a
+source read twice is one value, and a tensor read twice is one graph input).
+
+Invariants:
+
+* Every value that came from outside the trace was made by :meth:`TraceSession.wrap`, which
+  recorded the guards that make using it sound.
+* User functions are inlined, never called; the only real calls during a trace are to fake
+  tensor kernels (through the graph) and to pure builtins on constants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+from typing import Any
+
+from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
+
+from ..errors import Unsupported
+from ..guards.sources import LenSource
+from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
+from ..values.base import ConstantValue, Value, _AttributeMissing
+from ..values.containers import DictValue, TupleValue
+from ..values.functions import FunctionValue, RealCellValue
+from ..values.objects import NewObjectValue, ObjectValue
+from .frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame
+from .side_effects import SideEffects
+
+__all__ = ["TraceSession"]
+
+_MAX_INLINE_DEPTH = 64
+
+
+class TraceSession:
+    """One trace of one code object."""
+
+    def __init__(self, graph: Any, *, f_globals: dict[str, Any], function: Any) -> None:
+        self.graph = graph
+        self.guards = GuardSet()
+        self.side_effects = SideEffects()
+        self.budget = INSTRUCTION_BUDGET
+        self.f_globals = f_globals
+        self.function = function
+        self.by_source: dict[Source, Value] = {}
+        self.frames: list[SymbolicFrame] = []
+        self.root_locals: dict[str, int] = {}
+        # objects (by id) the trace holds values for, so identity survives several sources
+        self.by_object: dict[int, tuple[Any, Value]] = {}
+        self.held: dict[int, Any] = {}
+        self.member_stores: dict[Source, str] = {}
+        self.open_contexts: list[Value] = []
+        self.loose_state: list[Value] = []  # set_grad_enabled(b) called outside a with block
+        #: whether a construct that cannot be captured may become a graph break
+        self.breaks_allowed = False
+
+    # -- guards ----------------------------------------------------------------------------
+    def guard(self, kind: GuardKind, source: Source, expected: Any) -> None:
+        self.guards.add(Guard(kind, source, expected))
+
+    def guard_false(self, source: Source) -> None:
+        self.guard(GuardKind.CONSTANT_MATCH, source, False)
+
+    def guard_len(self, source: Source, length: int) -> None:
+        self.guard(GuardKind.CONSTANT_MATCH, LenSource(source), length)
+
+    def hold(self, obj: Any) -> None:
+        """Keep ``obj`` alive as long as the cache entry (its identity is guarded)."""
+        self.held[id(obj)] = obj
+
+    def tensor_input(self, tensor: Any, source: Source) -> Value:
+        return self.graph.tensor_input(self, tensor, source)
+
+    # -- values from the outside ----------------------------------------------------------
+    def wrap(self, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:
+        from .builder import wrap
+
+        return wrap(self, obj, source, guard_identity_of)
+
+    def wrap_trusted(self, obj: Any) -> Value:
+        from .builder import wrap_trusted
+
+        return wrap_trusted(self, obj)
+
+    def constant_or_wrap(self, obj: Any) -> Value:
+        return self.wrap_trusted(obj)
+
+    def real_cell(self, cell: types.CellType, source: Source) -> Value:
+        key = id(cell)
+        known = self.by_object.get(key)
+        if known is not None and known[0] is cell:
+            return known[1]
+        value = RealCellValue(cell, source)
+        self.by_object[key] = (cell, value)
+        return value
+
+    # -- calls -------------------------------------------------------------------------------
+    def call(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return fn.call(self, args, kwargs)
+
+    def inline(self, fn: FunctionValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        real = getattr(fn, "fn", None)
+        if real is not None:
+            if real is graph_break:
+                raise Unsupported("sapwood.graph_break()")
+            if is_disabled(real) or is_disallowed(real):
+                raise Unsupported(f"a call to {real.__qualname__}, which sapwood must not trace")
+            if is_allowed(real):
+                return self.graph.call_function(self, real, args, kwargs)  # type: ignore[no-any-return]
+        code = fn.code
+        if code.co_flags & (
+            inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+        ):
+            raise Unsupported(f"calling the coroutine {code.co_qualname}")
+        parent = self.frames[-1] if self.frames else None
+        if parent is not None and parent.depth >= _MAX_INLINE_DEPTH:
+            raise Unsupported(f"calls nested deeper than {_MAX_INLINE_DEPTH} (recursion?)")
+        fast = bind_arguments(code, fn.name, args, kwargs, fn.defaults(self), fn.kwdefaults(self))
+        cells: dict[str, Value] = dict(zip(code.co_freevars, fn.cells(self)))
+        frame = SymbolicFrame(self, code, fn.f_globals, fn.globals_source, fast, cells, parent)
+        if code.co_flags & inspect.CO_GENERATOR:
+            from ..values.generators import GeneratorValue
+
+            frame.is_generator = True
+            self.resume(frame)  # runs the prologue up to RETURN_GENERATOR
+            return GeneratorValue(frame)
+        return self.run_frame(frame)
+
+    def run_frame(self, frame: SymbolicFrame) -> Value:
+        self.frames.append(frame)
+        try:
+            return frame.run()
+        finally:
+            self.frames.pop()
+
+    def resume(self, frame: SymbolicFrame) -> tuple[bool, Value]:
+        """Run a generator frame to its next suspension: ``(True, yielded value)``, or
+        ``(False, return value)`` once it returned."""
+        self.frames.append(frame)
+        try:
+            return False, frame.run()
+        except FrameSuspend as suspended:
+            return True, suspended.value
+        finally:
+            self.frames.pop()
+
+    # -- protocol helpers --------------------------------------------------------------------
+    def lookup(self, obj: Value, name: str) -> Value:
+        """``obj.name``; raises ``_AttributeMissing`` where Python raises AttributeError."""
+        if name == "__class__":
+            # the type of every value from the inputs is guarded when it is wrapped
+            return self.wrap_trusted(obj.python_type())
+        return obj.getattr(self, name)
+
+    def getattr(self, obj: Value, name: str) -> Value:
+        try:
+            return self.lookup(obj, name)
+        except _AttributeMissing as exc:
+            raise Unsupported(
+                f"reading the missing attribute {name!r} of {obj.describe()} (AttributeError)"
+            ) from exc
+
+    def getitem(self, container: Value, key: Value) -> Value:
+        return container.getitem(self, key)
+
+    def iterate(self, value: Value) -> Value:
+        return value.iterate(self)
+
+    def unpack(self, value: Value) -> list[Value]:
+        return value.unpack(self)
+
+    def length(self, value: Value) -> int:
+        return value.length(self)
+
+    def as_mapping(self, value: Value) -> DictValue:
+        if isinstance(value, DictValue):
+            return value
+        keys_fn = None
+        with contextlib.suppress(Unsupported):
+            keys_fn = value.getattr(self, "keys")
+        if keys_fn is None:
+            raise Unsupported(f"{value.describe()} used as a mapping")
+        out = DictValue({})
+        for key in self.unpack(self.call(keys_fn, [], {})):
+            out.setitem(self, key, self.getitem(value, key))
+        return out
+
+    def enter_context(self, manager: Value) -> tuple[Value, Value]:
+        from ..values.contexts import ContextExitValue
+
+        enter = getattr(manager, "enter", None)
+        if enter is None and isinstance(manager, (ObjectValue, NewObjectValue)):
+            # a user context manager: its __enter__ and __exit__ are inlined
+            entered_value = self.call(self.getattr(manager, "__enter__"), [], {})
+            return self.getattr(manager, "__exit__"), entered_value
+        if enter is None:
+            raise Unsupported(
+                f"a with block over {manager.describe()}",
+                hint="Only torch.no_grad/enable_grad/set_grad_enabled/autocast are supported.",
+            )
+        entered = enter(self)
+        self.open_contexts.append(manager)
+        return ContextExitValue(manager), entered
+
+    def exit_context(self, manager: Value) -> None:
+        if not self.open_contexts or self.open_contexts[-1] is not manager:
+            raise Unsupported("leaving with blocks out of order")
+        self.open_contexts.pop()
+        manager.exit(self)  # type: ignore[attr-defined]
+
+    def truth(self, value: Value) -> bool:
+        return value.truth(self)
+
+    def equal(self, a: Value, b: Value) -> bool:
+        """``a == b`` as ``in``, ``list.index`` and ``list.count`` compute it (identity first)."""
+        from ..values.tensors import TensorValue
+
+        if a is b:
+            return True
+        if a.is_constant() and b.is_constant():
+            return bool(a.as_constant() == b.as_constant())
+        if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+            raise Unsupported(
+                "comparing a tensor with == inside 'in' or list.index (data-dependent)"
+            )
+        for v in (a, b):
+            if (
+                getattr(v.python_type(), "__eq__", object.__eq__) is not object.__eq__
+                and not v.is_constant()
+            ):
+                raise Unsupported(f"== on {v.describe()}, whose class defines __eq__")
+        ka, kb = self.identity_key(a), self.identity_key(b)
+        return bool(ka == kb)
+
+    def identity_key(self, value: Value) -> Any:
+        """A key equal for two values exactly when they are the same Python object, or None."""
+        obj = getattr(value, "obj", None)
+        if obj is None:
+            obj = getattr(value, "module", None)
+        if obj is not None:
+            return ("__object__", id(obj))
+        return ("__value__", id(value))
+
+    def location(self) -> str | None:
+        return self.frames[-1].location() if self.frames else None
+
+    def record_attr_write(self, target: Value, name: str, value: Value) -> None:
+        """An attribute write on an object from the inputs, to replay after the graph."""
+        self.side_effects.store_attr(target, name, value)
+
+    def plain_setattr(self, cls: type) -> bool:
+        return False
+
+
+def bind_arguments(
+    code: types.CodeType,
+    name: str,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    defaults: tuple[Value, ...],
+    kwdefaults: dict[str, Value],
+) -> dict[str, Value]:
+    """Fast locals of a call of ``code`` with ``args``/``kwargs``, as Python would bind them."""
+    argc = code.co_argcount
+    posonly = code.co_posonlyargcount
+    kwonly = code.co_kwonlyargcount
+    names = code.co_varnames
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    bound: dict[str, Value] = {}
+    for i, value in enumerate(args[:argc]):
+        bound[names[i]] = value
+    extra = args[argc:]
+    if extra and not has_varargs:
+        raise Unsupported(f"calling {name}() with too many positional arguments (TypeError)")
+    index = argc + kwonly
+    if has_varargs:
+        bound[names[index]] = TupleValue(list(extra))
+        index += 1
+    varkw: list[tuple[Value, Value]] = []
+    keywordable = names[posonly : argc + kwonly]
+    for key, value in kwargs.items():
+        if key in keywordable:
+            if key in bound:
+                raise Unsupported(f"{name}() got multiple values for argument {key!r} (TypeError)")
+            bound[key] = value
+        elif has_varkw:
+            varkw.append((ConstantValue(key), value))
+        else:
+            raise Unsupported(f"{name}() got an unexpected keyword argument {key!r} (TypeError)")
+    if has_varkw:
+        out = DictValue({})
+        for k, v in varkw:
+            out.entries[k.as_constant()] = (k, v)
+        bound[names[index]] = out
+    first_default = argc - len(defaults)
+    for i in range(argc):
+        if names[i] not in bound:
+            if i >= first_default:
+                bound[names[i]] = defaults[i - first_default]
+            else:
+                raise Unsupported(f"{name}() missing argument {names[i]!r} (TypeError)")
+    for i in range(argc, argc + kwonly):
+        if names[i] not in bound:
+            if names[i] in kwdefaults:
+                bound[names[i]] = kwdefaults[names[i]]
+            else:
+                raise Unsupported(f"{name}() missing keyword argument {names[i]!r} (TypeError)")
+    return bound
+
+
+def root_sources(code: types.CodeType) -> list[tuple[str, LocalSource]]:
+    """The parameters of ``code`` in binding order, with their sources."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return [(n, LocalSource(n)) for n in code.co_varnames[:count]]

@@ -1,0 +1,94 @@
+"""Side effects of a trace on objects that existed before the call.
+
+Three kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
+mutations of lists and dicts from the inputs (``xs.append(y)``, ``d[k] = v``), and global
+assignments. During the trace later reads see the new values; after the graph runs, the
+effects are applied to the real objects: attribute writes in program order, each mutated
+container's final contents, then each assigned global's final value.
+
+Invariant: a write is keyed by the real object's identity, not by the source it was reached
+through, so two paths to one object see one pending value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sapwood_graph import Source
+
+from ..values.base import Value
+
+__all__ = ["AttributeWrite", "SideEffects"]
+
+
+@dataclass(slots=True)
+class AttributeWrite:
+    """``setattr(<obj at source>, name, <value>)`` to replay after the graph ran."""
+
+    obj: Any
+    source: Source
+    name: str
+    value: Value
+
+
+class SideEffects:
+    """The attribute writes recorded by one trace, in order."""
+
+    def __init__(self) -> None:
+        self.writes: list[AttributeWrite] = []
+        self._pending: dict[tuple[int, str], Value] = {}
+        #: lists/dicts from the inputs that the trace mutated, by id, in first-mutation order
+        self.containers: dict[int, Value] = {}
+        #: real closure cells assigned by the trace (RealCellValue, by id)
+        self.cells: dict[int, Value] = {}
+        #: globals assigned by the trace: (globals dict, name) -> value (None: deleted)
+        self.globals: dict[tuple[int, str], tuple[dict[str, Any], str, Value | None]] = {}
+
+    def store_cell(self, cell: Value) -> None:
+        """A real closure cell (``nonlocal``) was assigned: write its last value back."""
+        self.cells.setdefault(id(cell), cell)
+
+    def mutate_container(self, container: Value) -> None:
+        """``container`` (a list or dict from the inputs) changed: write back its contents."""
+        self.containers.setdefault(id(container), container)
+
+    def store_global(self, f_globals: dict[str, Any], name: str, value: Value | None) -> None:
+        key = (id(f_globals), name)
+        self.globals.pop(key, None)  # re-insert: replay in last-write order
+        self.globals[key] = (f_globals, name, value)
+
+    def pending_global(self, f_globals: dict[str, Any], name: str) -> tuple[bool, Value | None]:
+        """``(True, value)`` if the trace assigned global ``name`` (value None: deleted)."""
+        known = self.globals.get((id(f_globals), name))
+        if known is None:
+            return False, None
+        return True, known[2]
+
+    def store_attr(self, target: Value, name: str, value: Value) -> None:
+        obj = getattr(target, "obj", None)
+        if obj is None:
+            obj = target.module  # type: ignore[attr-defined]
+        assert target.source is not None
+        self.writes.append(AttributeWrite(obj, target.source, name, value))
+        self._pending[(id(obj), name)] = value
+
+    def values(self) -> list[Value]:
+        """Every value the replay of containers and globals needs (for graph outputs)."""
+        out: list[Value] = list(self.containers.values())
+        out += [v for _, _, v in self.globals.values() if v is not None]
+        out += [c.stored for c in self.cells.values() if c.stored is not None]  # type: ignore[attr-defined]
+        return out
+
+    def pending_attr(self, obj: Any, name: str) -> Value | None:
+        return self._pending.get((id(obj), name))
+
+    def final_writes(self) -> list[AttributeWrite]:
+        """The writes to replay: the last write of each (object, name), in first-write order."""
+        last: dict[tuple[int, str], AttributeWrite] = {}
+        for write in self.writes:
+            last[(id(write.obj), write.name)] = write
+        order: dict[tuple[int, str], None] = {}
+        for write in self.writes:
+            order.setdefault((id(write.obj), write.name), None)
+        return [last[k] for k in order]

@@ -1,0 +1,545 @@
+"""Models of Python builtins and of the standard library functions model code uses.
+
+Each modelled callable has a handler here; a callable without one is refused. Handlers work
+on values: on constants they fold (calling the real function, which is pure for every
+callable listed in ``_FOLDABLE``); on tensors they record graph nodes; on containers and
+iterators they act on the values.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from ..values.base import ConstantValue, Value, _AttributeMissing, is_constant_type
+from ..values.containers import DictValue, ListValue, SetValue, TupleValue
+from ..values.functions import BuiltinValue, FunctionValue, PartialValue
+from ..values.iterators import IteratorValue, ListIteratorValue, MapIteratorValue
+from ..values.symbolic import SymNumberValue, symbolic_extreme
+from ..values.tensors import TensorValue
+from . import operators as ops
+
+if TYPE_CHECKING:
+    from ..interpreter.session import TraceSession
+
+__all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
+
+Handler = Callable[["TraceSession", list[Value], dict[str, Value]], Value]
+_HANDLERS: dict[Any, Handler] = {}
+
+#: Pure functions folded on constant arguments.
+_FOLDABLE: set[Any] = {
+    builtins.divmod,
+    builtins.pow,
+    builtins.chr,
+    builtins.ord,
+    builtins.format,
+    builtins.repr,
+    builtins.hash,
+    builtins.complex,
+    builtins.slice,
+    builtins.ascii,
+    builtins.bin,
+    builtins.hex,
+    builtins.oct,
+    str.join,
+    str.format,
+}
+for _name in dir(math):
+    _obj = getattr(math, _name)
+    if callable(_obj):
+        _FOLDABLE.add(_obj)
+
+
+def _key_of(fn: Any) -> Any:
+    try:
+        hash(fn)
+    except TypeError:
+        return None
+    return fn
+
+
+def is_modelled_builtin(obj: Any) -> bool:
+    key = _key_of(obj)
+    return key is not None and (key in _HANDLERS or key in _FOLDABLE or key in _OPERATORS)
+
+
+def handles(*fns: Any) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for fn in fns:
+            _HANDLERS[fn] = handler
+        return handler
+
+    return register
+
+
+def call_builtin(
+    tx: TraceSession, fn: BuiltinValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    real = fn.fn
+    key = _key_of(real)
+    handler = _HANDLERS.get(key) if key is not None else None
+    if handler is not None:
+        return handler(tx, args, kwargs)
+    if key is not None and key in _OPERATORS:
+        return _OPERATORS[key](tx, args, kwargs)
+    if key is not None and key in _FOLDABLE:
+        if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
+            return _fold_call(tx, real, args, kwargs)
+        if real in _MATH_TO_TORCH and len(args) == 1 and isinstance(args[0], TensorValue):
+            raise Unsupported(f"math.{real.__name__} on a tensor (it needs the tensor's value)")
+        raise Unsupported(f"{fn.describe()} on non-constant arguments")
+    bound_to = getattr(real, "__self__", None)
+    if (
+        bound_to is not None
+        and not isinstance(bound_to, type)
+        and is_constant_type(bound_to)
+        and all(a.is_constant() for a in args)
+        and all(v.is_constant() for v in kwargs.values())
+    ):
+        # methods of immutable builtin values (str.split, int.bit_length, ...) are pure
+        return _fold_call(tx, real, args, kwargs)
+    owner = getattr(real, "__objclass__", None)
+    if owner is object and getattr(real, "__name__", "") == "__init__":
+        return ConstantValue(None)
+    if owner is object and getattr(real, "__name__", "") == "__setattr__":
+        target, name, value = args
+        target.setattr(tx, name.as_constant(), value)
+        return ConstantValue(None)
+    if owner is not None and isinstance(owner, type) and args:
+        # an unbound method of a builtin type (str.upper, dict.get, ...) called on a value:
+        # the builtin type's own behaviour, even where a subclass overrides the method
+        receiver, rest = args[0], args[1:]
+        call_method = getattr(receiver, "call_method", None)
+        if call_method is not None:
+            return call_method(tx, real.__name__, rest, kwargs)  # type: ignore[no-any-return]
+        if receiver.is_constant():
+            return tx.call(tx.getattr(receiver, real.__name__), rest, kwargs)
+        raise Unsupported(f"calling {fn.describe()} on {receiver.describe()}")
+    raise Unsupported(f"calling {fn.describe()}", hint="This builtin is not modelled yet.")
+
+
+_MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
+
+
+def _fold_call(tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    try:
+        result = fn(
+            *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
+        )
+    except Exception as exc:
+        raise Unsupported(
+            f"{getattr(fn, '__name__', fn)} raising {type(exc).__name__}: {exc}"
+        ) from exc
+    return tx.wrap_trusted(result)
+
+
+# ----------------------------------------------------------------- introspection
+@handles(builtins.len)
+def _len(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(tx.length(args[0]))
+
+
+def _classinfo(value: Value) -> Any:
+    info = value.as_constant()
+    return info
+
+
+@handles(builtins.isinstance)
+def _isinstance(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    obj, info = args
+    cls = obj.python_type()
+    classes = _classinfo(info)
+    try:
+        return ConstantValue(issubclass(cls, classes))
+    except TypeError as exc:
+        raise Unsupported(f"isinstance with {info.describe()}") from exc
+
+
+@handles(builtins.issubclass)
+def _issubclass(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(issubclass(args[0].as_constant(), _classinfo(args[1])))
+
+
+@handles(builtins.type)
+def _type(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments (creating a class)")
+    return tx.wrap_trusted(args[0].python_type())
+
+
+@handles(builtins.callable)
+def _callable(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    v = args[0]
+    if isinstance(v, (ConstantValue, TensorValue, TupleValue, ListValue, DictValue, SetValue)):
+        return ConstantValue(v.is_constant() and callable(v.as_constant()))
+    return ConstantValue(
+        True
+        if isinstance(v, (FunctionValue, BuiltinValue, PartialValue))
+        else callable(v.python_type())
+    )
+
+
+@handles(builtins.getattr)
+def _getattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    obj, name = args[0], args[1].as_constant()
+    if len(args) == 3:
+        try:
+            return tx.lookup(obj, name)
+        except _AttributeMissing:
+            return args[2]
+    return tx.getattr(obj, name)
+
+
+@handles(builtins.hasattr)
+def _hasattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    obj, name = args[0], args[1].as_constant()
+    try:
+        tx.lookup(obj, name)
+    except _AttributeMissing:
+        return ConstantValue(False)
+    return ConstantValue(True)
+
+
+@handles(builtins.setattr)
+def _setattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    args[0].setattr(tx, args[1].as_constant(), args[2])
+    return ConstantValue(None)
+
+
+@handles(builtins.id)
+def _id(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from ..values.identity import ObjectIdValue
+
+    if len(args) != 1 or kwargs:
+        raise Unsupported("id() with other than one argument (TypeError)")
+    return ObjectIdValue(args[0])
+
+
+@handles(builtins.print)
+def _print(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    raise Unsupported(
+        "print()", hint="Printing is a side effect; print outside the compiled function."
+    )
+
+
+@handles(builtins.super)
+def _super(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if args:
+        return make_super(tx, None, args[0], args[1])
+    frame = tx.frames[-1]
+    cell = frame.cells.get("__class__")
+    if cell is None or not frame.code.co_argcount:
+        raise Unsupported("super() without arguments outside a method")
+    cls = cell.load(tx, "__class__")  # type: ignore[attr-defined]
+    first = frame.code.co_varnames[0]
+    receiver: Value | None = frame.locals.get(first)
+    if receiver is None and first in frame.cells:
+        receiver = frame.cells[first].load(tx, first)  # type: ignore[attr-defined]
+    if receiver is None:
+        raise Unsupported("super() after the first argument was deleted")
+    return make_super(tx, None, cls, receiver)
+
+
+def make_super(tx: TraceSession, super_fn: Value | None, cls: Value, receiver: Value) -> Value:
+    from ..values.objects import SuperValue
+
+    if super_fn is not None and not (
+        super_fn.is_constant() and super_fn.as_constant() is builtins.super
+    ):
+        raise Unsupported("LOAD_SUPER_ATTR with a shadowed `super`")
+    return SuperValue(cls.as_constant(), receiver)
+
+
+# ----------------------------------------------------------------- numbers
+def _number_reduce(pick: Any) -> Handler:
+    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        items = tx.unpack(args[0]) if len(args) == 1 else list(args)
+        default = kwargs.pop("default", None)
+        key = kwargs.pop("key", None)
+        if kwargs:
+            raise Unsupported(f"{pick.__name__}() with {sorted(kwargs)}")
+        if not items:
+            if default is not None:
+                return default
+            raise Unsupported(f"{pick.__name__}() of an empty sequence (ValueError)")
+        if key is not None:
+            keys = [tx.call(key, [v], {}) for v in items]
+        else:
+            keys = items
+        if key is None and any(isinstance(k, SymNumberValue) for k in keys):
+            return symbolic_extreme(tx, pick, keys)  # sizes stay symbolic (no guard)
+        if not all(k.is_constant() for k in keys):
+            raise Unsupported(
+                f"{pick.__name__}() over non-constant values",
+                hint="For tensors use torch.maximum/torch.minimum or torch.max/torch.min.",
+            )
+        consts = [k.as_constant() for k in keys]
+        best = pick(range(len(consts)), key=lambda i: consts[i])
+        return items[best]
+
+    return handler
+
+
+_HANDLERS[builtins.min] = _number_reduce(min)
+_HANDLERS[builtins.max] = _number_reduce(max)
+
+
+@handles(builtins.abs)
+def _abs(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ops.unary(tx, operator.abs, args[0])
+
+
+@handles(builtins.round)
+def _round(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if all(a.is_constant() for a in args):
+        return _fold_call(tx, round, args, kwargs)
+    if isinstance(args[0], TensorValue):
+        return tx.graph.call_function(tx, round, args, kwargs)
+    raise Unsupported("round() of a non-constant")
+
+
+@handles(builtins.sum)
+def _sum(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items = tx.unpack(args[0])
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
+    for item in items:
+        total = ops.binary(tx, operator.add, total, item)
+    return total
+
+
+@handles(builtins.any)
+def _any(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    it = tx.iterate(args[0])
+    assert isinstance(it, IteratorValue)
+    while (v := it.next_value(tx)) is not None:
+        if tx.truth(v):
+            return ConstantValue(True)
+    return ConstantValue(False)
+
+
+@handles(builtins.all)
+def _all(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    it = tx.iterate(args[0])
+    assert isinstance(it, IteratorValue)
+    while (v := it.next_value(tx)) is not None:
+        if not tx.truth(v):
+            return ConstantValue(False)
+    return ConstantValue(True)
+
+
+def _scalar_type(kind: type) -> Handler:
+    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if not args:
+            return ConstantValue(kind())
+        if kind is bool:
+            return ConstantValue(tx.truth(args[0]))
+        if isinstance(args[0], TensorValue):
+            raise Unsupported(f"{kind.__name__}() of a tensor (it needs the tensor's value)")
+        symbolic_int = isinstance(args[0], SymNumberValue) and args[0].python_type() is int
+        if kind is int and len(args) == 1 and symbolic_int:
+            return args[0]  # int(size) is the size: it stays symbolic
+        if kind is str and not args[0].is_constant():
+            raise Unsupported(f"str() of {args[0].describe()}")
+        return _fold_call(tx, kind, args, kwargs)
+
+    return handler
+
+
+for _kind in (int, float, bool, str):
+    _HANDLERS[_kind] = _scalar_type(_kind)
+
+
+# ----------------------------------------------------------------- containers and iteration
+@handles(builtins.range)
+def _range(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return _fold_call(tx, range, args, kwargs)
+
+
+@handles(builtins.tuple)
+def _tuple(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return TupleValue(tx.unpack(args[0]) if args else [])
+
+
+@handles(builtins.list)
+def _list(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ListValue(tx.unpack(args[0]) if args else [])
+
+
+@handles(builtins.set, builtins.frozenset)
+def _set(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return _new_set(tx, args, frozen=False)
+
+
+def _frozenset(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return _new_set(tx, args, frozen=True)
+
+
+def _new_set(tx: TraceSession, args: list[Value], *, frozen: bool) -> Value:
+    """``set(x)``/``frozenset(x)``; the key mirror is built by the same real construction
+    (from a set, a constant, a dict or another iterable), so it iterates in Python's order."""
+    kind = frozenset if frozen else set
+    if not args:
+        return SetValue({}, frozen, order=kind())
+    arg = args[0]
+    if isinstance(arg, SetValue):
+        return SetValue(dict(arg.members), frozen, order=kind(arg.order))
+    if isinstance(arg, ConstantValue):
+        items = list(arg.value)
+        return SetValue({v: ConstantValue(v) for v in items}, frozen, order=kind(arg.value))
+    values = tx.unpack(arg)
+    keys = [_set_key(tx, v) for v in values]
+    members: dict[Any, Value] = {}
+    for k, v in zip(keys, values):
+        members.setdefault(k, v)
+    order = kind(dict.fromkeys(keys)) if isinstance(arg, DictValue) else kind(keys)
+    return SetValue(members, frozen, order=order)
+
+
+def _set_key(tx: TraceSession, value: Value) -> Any:
+    from ..values.containers import _key
+
+    return _key(tx, value)
+
+
+_HANDLERS[builtins.frozenset] = _frozenset
+
+
+def _dict_factory(cls: type) -> Handler:
+    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        out = DictValue({}, cls=cls)
+        if args:
+            out.update_from(
+                tx, tx.as_mapping(args[0]) if isinstance(args[0], DictValue) else args[0]
+            )
+        for k, v in kwargs.items():
+            out.setitem(tx, ConstantValue(k), v)
+        return out
+
+    return handler
+
+
+import collections  # noqa: E402
+
+_HANDLERS[builtins.dict] = _dict_factory(dict)
+_HANDLERS[collections.OrderedDict] = _dict_factory(collections.OrderedDict)
+
+
+@handles(dict.fromkeys)
+def _fromkeys(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    value = args[1] if len(args) > 1 else ConstantValue(None)
+    return DictValue.from_pairs(tx, [(k, value) for k in tx.unpack(args[0])])
+
+
+@handles(builtins.iter)
+def _iter(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) != 1:
+        raise Unsupported("iter() with a sentinel")
+    return tx.iterate(args[0])
+
+
+@handles(builtins.next)
+def _next(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"next() of {it.describe()}")
+    value = it.next_value(tx)
+    if value is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("next() of an exhausted iterator (StopIteration)")
+    return value
+
+
+def _iterators(tx: TraceSession, values: list[Value]) -> list[IteratorValue]:
+    its = [tx.iterate(v) for v in values]
+    for it in its:
+        if not isinstance(it, IteratorValue):
+            raise Unsupported(f"iterating over {it.describe()}")
+    return its  # type: ignore[return-value]
+
+
+@handles(builtins.zip)
+def _zip(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
+        lists = [tx.unpack(a) for a in args]
+        if len({len(x) for x in lists}) > 1:
+            raise Unsupported("zip(strict=True) of unequal lengths (ValueError)")
+        return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)])
+    return MapIteratorValue("zip", None, _iterators(tx, args))
+
+
+@handles(builtins.enumerate)
+def _enumerate(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    start = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
+    (inner,) = _iterators(tx, args[:1])
+    return _EnumerateIterator(inner, start.as_constant())
+
+
+class _EnumerateIterator(IteratorValue):
+    __slots__ = ("count", "inner")
+
+    def __init__(self, inner: IteratorValue, start: int) -> None:
+        super().__init__(None)
+        self.inner = inner
+        self.count = start
+
+    def describe(self) -> str:
+        return "an enumerate iterator"
+
+    def remaining(self) -> list[Value] | None:
+        rest = self.inner.remaining()
+        if rest is None:
+            return None
+        return [TupleValue([ConstantValue(self.count + i), v]) for i, v in enumerate(rest)]
+
+    def next_value(self, tx: TraceSession) -> Value | None:
+        v = self.inner.next_value(tx)
+        if v is None:
+            return None
+        out = TupleValue([ConstantValue(self.count), v])
+        self.count += 1
+        return out
+
+
+@handles(builtins.reversed)
+def _reversed(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if isinstance(args[0], IteratorValue):
+        raise Unsupported("reversed() of an iterator (TypeError)")
+    return ListIteratorValue(list(reversed(tx.unpack(args[0]))))
+
+
+@handles(builtins.map)
+def _map(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return MapIteratorValue("map", args[0], _iterators(tx, args[1:]))
+
+
+@handles(builtins.filter)
+def _filter(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    fn = args[0]
+    if fn.is_constant() and fn.as_constant() is None:
+        return MapIteratorValue("filter", None, _iterators(tx, args[1:]))
+    return MapIteratorValue("filter", fn, _iterators(tx, args[1:]))
+
+
+@handles(builtins.sorted)
+def _sorted(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    out = ListValue(tx.unpack(args[0]))
+    out.call_method(tx, "sort", [], kwargs)
+    return out
+
+
+@handles(builtins.object)
+def _object(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from ..values.objects import NewObjectValue
+
+    return NewObjectValue(object)
+
+
+_OPERATORS: dict[Any, Handler] = {}
+
+from . import stdlib as _stdlib  # noqa: E402,F401  (registers functools/itertools/operator models)

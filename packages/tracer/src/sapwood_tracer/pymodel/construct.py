@@ -1,0 +1,142 @@
+"""Calling a class: constructing objects during the trace.
+
+* Immutable torch/Python value classes (``torch.Size``, ``torch.device``, ``torch.finfo``,
+  ``slice``, ...) called on constants are folded.
+* Named tuples are built from their fields (no user code runs).
+* Instances of plain user classes and dataclasses become :class:`NewObjectValue`; their
+  ``__init__`` (and a dataclass's generated ``__init__`` and ``__post_init__``) is inlined.
+* Classes with a custom ``__new__`` or metaclass, modules, exceptions, and anything else are
+  refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..errors import Unsupported
+from ..values.base import ConstantValue, Value, is_constant_type
+from ..values.containers import NamedTupleValue
+from ..values.objects import ClassValue, NewObjectValue, class_attribute
+from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
+
+if TYPE_CHECKING:
+    from ..interpreter.session import TraceSession
+
+__all__ = ["construct"]
+
+_FOLDED_CLASSES = (
+    torch.Size,
+    torch.device,
+    torch.finfo,
+    torch.iinfo,
+    slice,
+    complex,
+    range,
+)
+
+
+def construct(
+    tx: TraceSession, cls_value: ClassValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    cls = cls_value.cls
+    if cls in _FOLDED_CLASSES:
+        if cls is torch.Size and args:
+            items = tx.unpack(args[0])
+            return ConstantValue(torch.Size([int(i.as_constant()) for i in items]))
+        consts = [a.as_constant() for a in args]
+        kw = {k: v.as_constant() for k, v in kwargs.items()}
+        result = cls(*consts, **kw)
+        return ConstantValue(result)
+    if issubclass(cls, torch.nn.Module):
+        stateless = _stateless_torch_module(tx, cls, args, kwargs)
+        if stateless is not None:
+            return stateless
+        raise Unsupported(
+            f"constructing the module {cls.__qualname__} inside the compiled function",
+            hint="Create modules in __init__, not in forward.",
+        )
+    if issubclass(cls, BaseException):
+        raise Unsupported(f"constructing the exception {cls.__qualname__}")
+    if issubclass(cls, torch.Tensor):
+        return tx.call(tx.wrap_trusted(torch.tensor if cls is torch.Tensor else cls), args, kwargs)
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return _namedtuple(tx, cls, args, kwargs)
+    if is_ordered_dataclass(cls):
+        return OrderedDataclassValue.construct(tx, cls, args, kwargs)
+    if type(cls) is not type and type(cls).__call__ is not type.__call__:
+        raise Unsupported(
+            f"constructing {cls.__qualname__}, whose metaclass is {type(cls).__qualname__}"
+        )
+    if cls.__new__ is not object.__new__:
+        raise Unsupported(f"constructing {cls.__qualname__}, which defines __new__")
+    if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
+        raise Unsupported(f"constructing {cls.__qualname__}, a subclass of a builtin type")
+    obj = NewObjectValue(cls)
+    init = None if cls.__init__ is object.__init__ else class_attribute(tx, cls, "__init__", obj)
+    if init is None or init.is_constant():
+        if args or kwargs:
+            raise Unsupported(f"{cls.__qualname__}() takes no arguments (TypeError)")
+        return obj
+    returned = tx.call(init, args, kwargs)
+    if not (returned.is_constant() and returned.as_constant() is None):
+        raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
+    return obj
+
+
+def _stateless_torch_module(
+    tx: TraceSession, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value | None:
+    """``nn.CrossEntropyLoss()``, ``nn.ReLU()``, ... built in ``forward``: a torch module
+    with constant arguments and no parameters or buffers is built for real while tracing (its
+    forward is inlined, so nothing of it reaches the graph but the operations)."""
+    if not cls.__module__.startswith("torch.nn.modules."):
+        return None
+    if not all(v.is_constant() for v in [*args, *kwargs.values()]):
+        return None
+    module = cls(
+        *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
+    )
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        return None  # fresh random weights on every call: not a constant
+    from ..guards.sources import HeldObjectSource
+    from ..values.modules import ModuleValue
+
+    tx.hold(module)
+    return ModuleValue(
+        module, HeldObjectSource(id(module), f"{cls.__qualname__} built in forward", module)
+    )
+
+
+def _namedtuple(tx: TraceSession, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    defaults: dict[str, object] = getattr(cls, "_field_defaults", {})
+    if cls.__new__ is not _namedtuple_new(cls):
+        raise Unsupported(f"constructing {cls.__qualname__}, a named tuple with a custom __new__")
+    values: dict[str, Value] = dict(zip(fields, args))
+    if len(args) > len(fields):
+        raise Unsupported(f"{cls.__qualname__}() with too many arguments (TypeError)")
+    for k, v in kwargs.items():
+        if k not in fields or k in values:
+            raise Unsupported(f"{cls.__qualname__}() with a bad keyword {k!r} (TypeError)")
+        values[k] = v
+    items = []
+    for f in fields:
+        if f in values:
+            items.append(values[f])
+        elif f in defaults and is_constant_type(defaults[f]):
+            items.append(ConstantValue(defaults[f]))
+        else:
+            raise Unsupported(f"{cls.__qualname__}() missing field {f!r}")
+    return NamedTupleValue(cls, items)
+
+
+def _namedtuple_new(cls: type) -> object:
+    # collections.namedtuple puts its generated __new__ on the class itself (or a base made by
+    # typing.NamedTuple); a user class deriving from it keeps that __new__.
+    for klass in cls.__mro__:
+        if "_fields" in klass.__dict__ and "__new__" in klass.__dict__:
+            raw = klass.__dict__["__new__"]
+            return getattr(raw, "__func__", raw)
+    return None

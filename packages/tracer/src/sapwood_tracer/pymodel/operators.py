@@ -1,0 +1,279 @@
+"""Python operators over values: arithmetic, comparisons, identity, containment, subscripts.
+
+Dispatch order mirrors Python's: tensors go to the graph (their ``__op__`` wins or is
+reflected exactly as torch does it); containers implement their own operators; constants are
+folded; user objects get their dunder methods inlined (with the reflected fallback on
+``NotImplemented``). Anything else is refused.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from ..values.base import ConstantValue, Value
+from ..values.containers import DictValue, ListValue, SetValue, TupleValue
+from ..values.symbolic import (
+    SizeValue,
+    SymNumberValue,
+    size_binary,
+    symbolic_binary,
+    symbolic_unary,
+)
+
+if TYPE_CHECKING:
+    from ..interpreter.session import TraceSession
+
+__all__ = ["BINARY", "COMPARE", "INPLACE", "binary", "compare", "identical", "unary"]
+
+BINARY: dict[str, Any] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+    "@": operator.matmul,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+    "<<": operator.lshift,
+    ">>": operator.rshift,
+}
+INPLACE: dict[str, Any] = {
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "@=": operator.imatmul,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+}
+COMPARE: dict[str, Any] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_DUNDER = {
+    operator.add: ("__add__", "__radd__"),
+    operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"),
+    operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"),
+    operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"),
+    operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.and_: ("__and__", "__rand__"),
+    operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"),
+    operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
+    operator.lt: ("__lt__", "__gt__"),
+    operator.le: ("__le__", "__ge__"),
+    operator.gt: ("__gt__", "__lt__"),
+    operator.ge: ("__ge__", "__le__"),
+    operator.eq: ("__eq__", "__eq__"),
+    operator.ne: ("__ne__", "__ne__"),
+}
+_INPLACE_TO_BINARY = {
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+    operator.ipow: operator.pow,
+    operator.imatmul: operator.matmul,
+    operator.iand: operator.and_,
+    operator.ior: operator.or_,
+    operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift,
+    operator.irshift: operator.rshift,
+}
+
+
+def _is_tensor(v: Value) -> bool:
+    from ..values.tensors import TensorValue
+
+    return isinstance(v, TensorValue)
+
+
+def _fold(fn: Any, *values: Value) -> Value:
+    try:
+        return ConstantValue(fn(*(v.as_constant() for v in values)))
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise Unsupported(
+            f"{getattr(fn, '__name__', fn)} on constants raising {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
+    """``fn(a, b)`` for a binary or in-place operator function ``fn`` of :mod:`operator`."""
+    base = _INPLACE_TO_BINARY.get(fn)
+    if base is not None and not _is_tensor(a) and _is_tensor(b):
+        # `n += t` with a Python number n: numbers have no in-place operator, so Python
+        # falls back to `n + t` (the tensor's reflected operator)
+        fn = base
+    if _is_tensor(a) or _is_tensor(b):
+        return tx.graph.call_function(tx, fn, [a, b], {})
+    if isinstance(a, SymNumberValue) or isinstance(b, SymNumberValue):
+        return symbolic_binary(tx, fn, a, b)
+    if isinstance(a, SizeValue) or isinstance(b, SizeValue):
+        return size_binary(tx, _INPLACE_TO_BINARY.get(fn, fn), a, b)
+    if base is not None:
+        if isinstance(a, ListValue) and fn is operator.iadd:
+            a.check_mutable(tx)
+            a.items.extend(b.unpack(tx))
+            return a
+        if isinstance(a, ListValue) and fn is operator.imul:
+            a.check_mutable(tx)
+            a.items[:] = a.items * b.as_constant()
+            return a
+        if isinstance(a, DictValue) and isinstance(b, DictValue) and fn is operator.ior:
+            a.check_mutable(tx)
+            a.update_from(tx, b)
+            return a
+        if isinstance(a, SetValue) and isinstance(b, SetValue) and base in _SET_OPS:
+            if a.source is not None or a.frozen:
+                raise Unsupported("mutating a set that was passed in")
+            fn(a.order, b.order)  # the real in-place operation on the key sets
+            merged = {**b.members, **a.members}
+            a.members = {k: merged[k] for k in a.order}
+            return a
+        fn = base
+    if isinstance(a, (TupleValue, ListValue)) or isinstance(b, (TupleValue, ListValue)):
+        result = _sequence_op(tx, fn, a, b)
+        if result is not None:
+            return result
+    if isinstance(a, DictValue) and isinstance(b, DictValue) and fn is operator.or_:
+        out = DictValue(dict(a.entries))
+        out.update_from(tx, b)
+        return out
+    if isinstance(a, SetValue) and isinstance(b, SetValue):
+        return _fold_set(tx, fn, a, b)
+    if a.is_constant() and b.is_constant() and _foldable(a) and _foldable(b):
+        return _fold(fn, a, b)
+    user = _user_dunder(tx, fn, a, b)
+    if user is not None:
+        return user
+    raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()} and {b.describe()}")
+
+
+_SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
+
+
+def _foldable(v: Value) -> bool:
+    return isinstance(v, (ConstantValue, TupleValue)) or v.is_constant()
+
+
+def _op_name(fn: Any) -> str:
+    return getattr(fn, "__name__", str(fn))
+
+
+def _sequence_op(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
+    if fn is operator.add and type(a) is type(b) and isinstance(a, (TupleValue, ListValue)):
+        return type(a)(a.items + b.items)  # type: ignore[attr-defined]
+    if fn is operator.add and isinstance(a, TupleValue) and isinstance(b, TupleValue):
+        return TupleValue(a.items + b.items)
+    if fn is operator.mul:
+        seq, n = (a, b) if isinstance(a, (TupleValue, ListValue)) else (b, a)
+        if n.is_constant() and isinstance(n.as_constant(), int):
+            kind = ListValue if isinstance(seq, ListValue) else TupleValue
+            return kind(seq.items * n.as_constant())  # type: ignore[attr-defined]
+    if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+        if a.is_constant() and b.is_constant():
+            return _fold(fn, a, b)
+        if fn in (operator.eq, operator.ne) and type(a) is not type(b):
+            return ConstantValue(fn is operator.ne)
+    return None
+
+
+def _fold_set(tx: TraceSession, fn: Any, a: SetValue, b: SetValue) -> Value:
+    if fn in (operator.or_, operator.and_, operator.sub, operator.xor):
+        return a.combine(tx, fn, b)
+    if a.is_constant() and b.is_constant():
+        return _fold(fn, a, b)
+    raise Unsupported(f"the operator {_op_name(fn)} on sets")
+
+
+def _user_dunder(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
+    from ..values.objects import NewObjectValue, ObjectValue, class_attribute
+
+    names = _DUNDER.get(fn)
+    if names is None:
+        return None
+    for receiver, other, name in ((a, b, names[0]), (b, a, names[1])):
+        if isinstance(receiver, (ObjectValue, NewObjectValue)):
+            cls = receiver.python_type()
+            method = class_attribute(tx, cls, name, receiver)
+            if method is None:
+                continue
+            result = tx.call(method, [other], {})
+            if result.is_constant() and result.as_constant() is NotImplemented:
+                continue
+            return result
+    if fn in (operator.eq, operator.ne):
+        same = identical(tx, a, b)
+        return ConstantValue(same if fn is operator.eq else not same)
+    return None
+
+
+def unary(tx: TraceSession, fn: Any, a: Value) -> Value:
+    if _is_tensor(a):
+        return tx.graph.call_function(tx, fn, [a], {})
+    if isinstance(a, SymNumberValue):
+        return symbolic_unary(tx, fn, a)
+    if fn is operator.not_:
+        return ConstantValue(not tx.truth(a))
+    if a.is_constant():
+        return _fold(fn, a)
+    raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()}")
+
+
+def compare(tx: TraceSession, op: str, a: Value, b: Value) -> Value:
+    return binary(tx, COMPARE[op], a, b)
+
+
+def identical(tx: TraceSession, a: Value, b: Value) -> bool:
+    """``a is b`` where it is decidable at trace time."""
+    from ..values.tensors import TensorValue, same_tensor
+
+    if a is b:
+        return True
+    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+        return a.value is b.value
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+            return same_tensor(a, b)
+        return False
+    ka, kb = tx.identity_key(a), tx.identity_key(b)
+    if a.is_constant() != b.is_constant():
+        if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
+            const = a if isinstance(a, ConstantValue) else b
+            other = b if const is a else a
+            if other.is_constant():
+                return const.as_constant() is other.as_constant()
+        return False
+    if a.is_constant() and b.is_constant():
+        try:
+            return a.as_constant() is b.as_constant()
+        except Unsupported:
+            pass
+    return bool(ka == kb)
+
+
+def contains(tx: TraceSession, container: Value, item: Value) -> bool:
+    if _is_tensor(container):
+        raise Unsupported("'in' on a tensor (data-dependent)")
+    return container.contains(tx, item)

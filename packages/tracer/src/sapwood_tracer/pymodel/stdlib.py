@@ -1,0 +1,282 @@
+"""Models of standard-library callables: ``functools``, ``itertools``, ``operator`` and
+``inspect.signature``. Registered into the builtin table of ``_builtins`` on import.
+
+As in ``_builtins``, each handler works on values: iterators are consumed in order, calls
+of user callables are inlined, and ``operator`` functions dispatch like Python's operators.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Unsupported
+from ..values.base import ConstantValue, Value
+from ..values.containers import TupleValue
+from ..values.functions import PartialValue
+from ..values.iterators import IteratorValue, ListIteratorValue
+from . import operators as ops
+from .builtins import _HANDLERS, _OPERATORS, Handler, _iterators, handles
+
+if TYPE_CHECKING:
+    from ..interpreter.session import TraceSession
+
+__all__: list[str] = []
+
+
+# ----------------------------------------------------------------- functools / itertools
+@handles(functools.partial)
+def _partial(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+
+
+@handles(functools.reduce)
+def _reduce(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    fn, items = args[0], tx.unpack(args[1])
+    if len(args) > 2:
+        acc = args[2]
+    else:
+        if not items:
+            raise Unsupported("reduce() of an empty sequence (TypeError)")
+        acc, items = items[0], items[1:]
+    for item in items:
+        acc = tx.call(fn, [acc, item], {})
+    return acc
+
+
+class _StepIterator(IteratorValue):
+    """A lazy iterator whose next value comes from ``step(tx)`` (``None`` when exhausted),
+    so a combinator pulls from its inputs only as its consumer pulls from it, like Python's."""
+
+    __slots__ = ("step", "what")
+
+    def __init__(self, what: str, step: Any) -> None:
+        super().__init__(None)
+        self.what = what
+        self.step = step
+
+    def describe(self) -> str:
+        return f"an {self.what} iterator"
+
+    def next_value(self, tx: TraceSession) -> Value | None:
+        return self.step(tx)  # type: ignore[no-any-return]
+
+
+def _chained(sources: IteratorValue | list[Value]) -> _StepIterator:
+    state: dict[str, Any] = {"current": None}
+
+    def step(tx: TraceSession) -> Value | None:
+        while True:
+            if state["current"] is None:
+                if isinstance(sources, list):
+                    if not sources:
+                        return None
+                    nxt: Value | None = sources.pop(0)
+                else:
+                    nxt = sources.next_value(tx)
+                if nxt is None:
+                    return None
+                (state["current"],) = _iterators(tx, [nxt])
+            value = state["current"].next_value(tx)
+            if value is not None:
+                return value
+            state["current"] = None
+
+    return _StepIterator("itertools.chain", step)
+
+
+@handles(itertools.chain)
+def _chain(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return _chained(list(args))
+
+
+@handles(itertools.chain.from_iterable)
+def _chain_from(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (outer,) = _iterators(tx, args[:1])
+    return _chained(outer)
+
+
+def _combinatoric(fn: Any) -> Handler:
+    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        ckw = {k: v.as_constant() for k, v in kwargs.items()}
+        if fn is itertools.product:
+            pools = [tx.unpack(a) for a in args]
+            n = len(pools)
+            combos = fn(*(range(len(p)) for p in pools), **ckw)
+            return ListIteratorValue(
+                [TupleValue([pools[j % n][i] for j, i in enumerate(c)]) for c in combos]
+            )
+        pool = tx.unpack(args[0])
+        rest = [a.as_constant() for a in args[1:]]
+        combos = fn(range(len(pool)), *rest, **ckw)
+        return ListIteratorValue([TupleValue([pool[i] for i in c]) for c in combos])
+
+    return handler
+
+
+for _fn in (itertools.product, itertools.combinations, itertools.permutations):
+    _HANDLERS[_fn] = _combinatoric(_fn)
+
+
+@handles(itertools.islice)
+def _islice(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (it,) = _iterators(tx, args[:1])
+    bounds = slice(*(a.as_constant() for a in args[1:]))
+    start, stop, stride = bounds.start or 0, bounds.stop, bounds.step or 1
+    state = {"next": start, "index": 0}
+
+    def step(tx: TraceSession) -> Value | None:
+        if stop is not None and state["next"] >= stop:
+            return None
+        while state["index"] <= state["next"]:
+            value = it.next_value(tx)
+            if value is None:
+                return None
+            state["index"] += 1
+            if state["index"] - 1 == state["next"]:
+                state["next"] += stride
+                return value
+        return None
+
+    return _StepIterator("itertools.islice", step)
+
+
+@handles(itertools.repeat)
+def _repeat(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None:
+        raise Unsupported("itertools.repeat without a count (infinite)")
+    return ListIteratorValue([args[0]] * times.as_constant())
+
+
+@handles(itertools.accumulate)
+def _accumulate(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (it,) = _iterators(tx, args[:1])
+    fn = args[1] if len(args) > 1 else kwargs.get("func")
+    state: dict[str, Any] = {"acc": kwargs.get("initial"), "started": False}
+
+    def step(tx: TraceSession) -> Value | None:
+        if not state["started"]:
+            state["started"] = True
+            if state["acc"] is not None:
+                return state["acc"]  # type: ignore[no-any-return]
+        item = it.next_value(tx)
+        if item is None:
+            return None
+        acc = state["acc"]
+        if acc is None:
+            state["acc"] = item
+        elif fn is None:
+            state["acc"] = ops.binary(tx, operator.add, acc, item)
+        else:
+            state["acc"] = tx.call(fn, [acc, item], {})
+        return state["acc"]  # type: ignore[no-any-return]
+
+    return _StepIterator("itertools.accumulate", step)
+
+
+@handles(itertools.pairwise)
+def _pairwise(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (it,) = _iterators(tx, args[:1])
+    state: dict[str, Any] = {"last": None}
+
+    def step(tx: TraceSession) -> Value | None:
+        if state["last"] is None:
+            state["last"] = it.next_value(tx)
+            if state["last"] is None:
+                return None
+        item = it.next_value(tx)
+        if item is None:
+            return None
+        pair = TupleValue([state["last"], item])
+        state["last"] = item
+        return pair
+
+    return _StepIterator("itertools.pairwise", step)
+
+
+@handles(itertools.zip_longest)
+def _zip_longest(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    its = _iterators(tx, args)
+    fill = kwargs.get("fillvalue", ConstantValue(None))
+    live = [True] * len(its)
+
+    def step(tx: TraceSession) -> Value | None:
+        if not any(live):
+            return None
+        parts: list[Value] = []
+        for i, it in enumerate(its):
+            value = it.next_value(tx) if live[i] else None
+            if value is None:
+                live[i] = False
+                value = fill
+            parts.append(value)
+        if not any(live):
+            return None
+        return TupleValue(parts)
+
+    return _StepIterator("itertools.zip_longest", step)
+
+
+# ----------------------------------------------------------------- operator module
+def _binary_fn(fn: Any) -> Handler:
+    return lambda tx, args, kwargs: ops.binary(tx, fn, args[0], args[1])
+
+
+def _unary_fn(fn: Any) -> Handler:
+    return lambda tx, args, kwargs: ops.unary(tx, fn, args[0])
+
+
+for _fn in [*ops.BINARY.values(), *ops.INPLACE.values(), *ops.COMPARE.values()]:
+    _OPERATORS[_fn] = _binary_fn(_fn)
+for _unary in (operator.neg, operator.pos, operator.invert, operator.not_):
+    _OPERATORS[_unary] = _unary_fn(_unary)
+_OPERATORS[operator.truth] = lambda tx, args, kwargs: ConstantValue(tx.truth(args[0]))
+_OPERATORS[operator.is_] = lambda tx, args, kwargs: ConstantValue(
+    ops.identical(tx, args[0], args[1])
+)
+_OPERATORS[operator.is_not] = lambda tx, args, kwargs: ConstantValue(
+    not ops.identical(tx, args[0], args[1])
+)
+_OPERATORS[operator.contains] = lambda tx, args, kwargs: ConstantValue(
+    ops.contains(tx, args[0], args[1])
+)
+_OPERATORS[operator.getitem] = lambda tx, args, kwargs: tx.getitem(args[0], args[1])
+_OPERATORS[operator.index] = lambda tx, args, kwargs: _index(tx, args[0])
+_OPERATORS[operator.abs] = _unary_fn(operator.abs)
+
+
+def _index(tx: TraceSession, value: Value) -> Value:
+    if not value.is_constant():
+        raise Unsupported(f"operator.index of {value.describe()}")
+    return ConstantValue(operator.index(value.as_constant()))
+
+
+def _setitem(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    args[0].setitem(tx, args[1], args[2])
+    return ConstantValue(None)
+
+
+_OPERATORS[operator.setitem] = _setitem
+_OPERATORS[operator.mul] = _binary_fn(operator.mul)
+
+
+@handles(inspect.signature)
+def _signature(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    from ..values.functions import BoundMethodValue, UserFunctionValue
+
+    target = args[0]
+    if kwargs:
+        raise Unsupported("inspect.signature with options")
+    if isinstance(target, UserFunctionValue):
+        return ConstantValue(inspect.signature(target.fn))
+    if isinstance(target, BoundMethodValue) and isinstance(target.function, UserFunctionValue):
+        sig = inspect.signature(target.function.fn)
+        params = list(sig.parameters.values())[1:]
+        return ConstantValue(sig.replace(parameters=params))
+    if target.is_constant():
+        return ConstantValue(inspect.signature(target.as_constant()))
+    raise Unsupported(f"inspect.signature of {target.describe()}")
