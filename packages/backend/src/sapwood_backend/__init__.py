@@ -14,9 +14,9 @@ from the ``sapwood.backends`` entry-point group) or passed as callables::
 """
 
 from . import builtin as _builtin  # registers eager, aot_eager, inductor
-from .cudagraphs import torch_backend  # registers cudagraphs
+from . import cudagraphs as _cudagraphs  # registers cudagraphs
 from .entry import compile
-from .modes import MODES, InvalidModeError, resolve_backend
+from .modes import MODES, InvalidModeError, resolve_backend, torch_backend
 from .registry import (
     ENTRY_POINT_GROUP,
     Backend,
@@ -45,4 +45,4 @@ __all__ = [
     "torch_backend",
 ]
 
-del _builtin
+del _builtin, _cudagraphs

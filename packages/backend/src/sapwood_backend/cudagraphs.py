@@ -9,8 +9,8 @@ parameters and buffers (the ones AOT autograd lifts in front of the user's input
   the ``reduce-overhead`` and ``max-autotune`` modes.
 * the ``cudagraphs`` backend — AOT autograd without code generation, each graph replayed
   through the trees.
-* :func:`torch_backend` — the same Inductor-on-trees compiler as a backend for
-  ``torch.compile``, so torch's own captured graphs use sapwood's runtime.
+* :func:`~sapwood_backend.modes.torch_backend` — the same Inductor-on-trees compiler as a
+  backend for ``torch.compile`` (it lives with the modes it validates).
 
 Graphs with no CUDA tensor among their inputs are returned unwrapped: there is nothing to
 record. Anything else the runtime cannot capture it runs eagerly and records why
@@ -33,7 +33,7 @@ import torch
 
 from .registry import register_backend
 
-__all__ = ["cudagraphs", "inductor_on_trees", "torch_backend"]
+__all__ = ["cudagraphs", "inductor_on_trees"]
 
 
 def _cuda_device_index(example_inputs: Sequence[Any]) -> int | None:
@@ -182,22 +182,6 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         return cast(Callable[..., Any], compiled)
 
     return inductor_reduce_overhead
-
-
-def torch_backend(mode: str = "reduce-overhead") -> Callable[..., Any]:
-    """A backend for ``torch.compile`` that replays torch's compiled graphs through sapwood's trees.
-
-    ``torch.compile(model, backend=sapwood_backend.torch_backend())``. ``mode`` is
-    ``"reduce-overhead"`` or ``"max-autotune"``.
-    """
-    from .modes import MODES, InvalidModeError
-
-    if mode not in ("reduce-overhead", "max-autotune"):
-        raise InvalidModeError(
-            f"torch_backend puts graphs on CUDA graph trees, so its mode is 'reduce-overhead' "
-            f"or 'max-autotune', not {mode!r}"
-        )
-    return inductor_on_trees(MODES[mode])
 
 
 def _count_tangents(gm: torch.fx.GraphModule) -> int:

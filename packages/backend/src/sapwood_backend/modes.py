@@ -29,7 +29,7 @@ from typing import Any
 
 from .registry import BackendError, lookup_backend
 
-__all__ = ["MODES", "InvalidModeError", "resolve_backend"]
+__all__ = ["MODES", "InvalidModeError", "resolve_backend", "torch_backend"]
 
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -95,3 +95,19 @@ def resolve_backend(
 
         return inductor_on_trees(patches)
     return inductor_with(patches)
+
+
+def torch_backend(mode: str = "reduce-overhead") -> Callable[..., Any]:
+    """A backend for ``torch.compile`` that replays torch's compiled graphs through sapwood's trees.
+
+    ``torch.compile(model, backend=sapwood_backend.torch_backend())``. ``mode`` is
+    ``"reduce-overhead"`` or ``"max-autotune"``.
+    """
+    from .cudagraphs import inductor_on_trees
+
+    if mode not in ("reduce-overhead", "max-autotune"):
+        raise InvalidModeError(
+            f"torch_backend puts graphs on CUDA graph trees, so its mode is 'reduce-overhead' "
+            f"or 'max-autotune', not {mode!r}"
+        )
+    return inductor_on_trees(MODES[mode])

@@ -7,12 +7,12 @@ start of each top-level invocation, a user may call :func:`mark_step_begin` betw
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ._device import DeviceLayer
+from ._info import FunctionInfo, NodeInfo, TreeInfo
 from ._runtime import MODES, DeviceRuntime, TreeFunction
 
 _runtimes: dict[int, DeviceRuntime] = {}
@@ -163,45 +163,6 @@ def reset() -> None:
 
 
 # ---------------------------------------------------------------------- introspection
-@dataclass(frozen=True)
-class NodeInfo:
-    id: int
-    function: str
-    mode: str
-    parent: int | None
-    children: tuple[int, ...]
-    input_shapes: tuple[tuple[int, ...] | None, ...]
-    recorded_bytes: int
-    pool_growth_bytes: int
-    replays: int
-    reused_outputs: int = 0  # outputs handed out as the same tensor objects on each replay
-
-
-@dataclass(frozen=True)
-class FunctionInfo:
-    name: str
-    mode: str
-    warmups: int
-    recordings: int
-    replays: int
-    evictions: int
-    live_recordings: int
-    eager_reason: str | None
-    fallbacks: dict[str, int]
-
-
-@dataclass(frozen=True)
-class TreeInfo:
-    device_index: int
-    roots: tuple[int, ...]
-    current: int | None
-    nodes: dict[int, NodeInfo] = field(default_factory=dict)
-    functions: tuple[FunctionInfo, ...] = ()
-    live_outputs: int = 0
-    checkpoint_restores: int = 0
-    pool_reserved_bytes: int = 0
-
-
 def tree_info(device_index: int) -> TreeInfo:
     """A snapshot of the tree of one device (empty when nothing ran there)."""
     runtime = _runtimes.get(device_index)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._api import NodeInfo, TreeInfo
+    from ._info import NodeInfo, TreeInfo
 
 
 def _label(node: NodeInfo) -> str:

@@ -29,19 +29,50 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sympy
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.proxy import TracerBase
 
 from sapwood_graph._fake import fake_static, op_name, propagate, shielded, symbols_of
 from sapwood_graph.errors import GraphInputError, SubgraphError
+from sapwood_graph.sources import Source
 
-if TYPE_CHECKING:
-    from sapwood_graph.output_graph import OutputGraph
+
+class GraphOwner(Protocol):
+    """What a tracer asks of the :class:`~sapwood_graph.OutputGraph` that owns it.
+
+    The output graph implements it; the tracer names only this, so the two modules do not
+    import each other.
+    """
+
+    fake_mode: FakeTensorMode
+
+    @property
+    def current_tracer(self) -> SubgraphTracer: ...
+
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+
+    def install_attribute(
+        self, value: Any, *, source: Source | None = None, name_hint: str | None = None
+    ) -> str: ...
+
+    def _install_subgraph(self, name: str, graph_module: torch.fx.GraphModule) -> str: ...
+
+    def _push_tracer(self, tracer: SubgraphTracer) -> None: ...
+
+    def _pop_tracer(self, tracer: SubgraphTracer) -> None: ...
+
+    def _graph_module(self, graph: torch.fx.Graph, class_name: str) -> torch.fx.GraphModule: ...
+
+    def _check_not_compiled(self) -> None: ...
+
+    def _fake_module_state(self, module: torch.nn.Module) -> dict[str, torch.Tensor]: ...
+
 
 __all__ = ["SubgraphTracer"]
 
@@ -84,7 +115,7 @@ class SubgraphTracer(TracerBase):
         out = og.root.call_function(run_body, (og.root.get_attr(name), *body.lifted_inputs))
     """
 
-    def __init__(self, output_graph: OutputGraph, parent: SubgraphTracer | None, name: str) -> None:
+    def __init__(self, output_graph: GraphOwner, parent: SubgraphTracer | None, name: str) -> None:
         self.output_graph = output_graph
         self.parent = parent
         self.name = name
