@@ -71,3 +71,31 @@ def test_a_forbidden_import_breaks_a_contract(
 def test_the_tracer_may_import_the_graph_library(tmp_path: Path) -> None:
     result = _lint_copy(tmp_path, {"sapwood_tracer/_planted.py": "import sapwood_graph\n"})
     assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("planted_file", "upward"),
+    [
+        ("sapwood_tracer/values/_planted.py", "sapwood_tracer.interpreter.session"),
+        ("sapwood_tracer/values/_planted.py", "sapwood_tracer.pymodel.builtins"),
+        ("sapwood_tracer/pymodel/_planted.py", "sapwood_tracer.interpreter.frame"),
+        ("sapwood_tracer/interpreter/_planted.py", "sapwood_tracer.breaks.exits"),
+        ("sapwood_tracer/guards/_planted.py", "sapwood_tracer.values.base"),
+        ("sapwood_tracer/context.py", "sapwood_tracer.values.base"),
+    ],
+)
+def test_an_upward_import_inside_the_tracer_breaks_its_layers(
+    tmp_path: Path, planted_file: str, upward: str
+) -> None:
+    existing = SOURCES["sapwood_tracer"] / Path(planted_file).relative_to("sapwood_tracer")
+    text = existing.read_text() if existing.exists() else ""
+    result = _lint_copy(tmp_path, {planted_file: text + f"\nimport {upward}\n"})
+    assert result.returncode != 0
+    assert "sapwood-tracer's layers" in result.stdout
+    assert "BROKEN" in result.stdout
+
+
+def test_a_downward_import_inside_the_tracer_keeps_its_layers(tmp_path: Path) -> None:
+    planted = {"sapwood_tracer/interpreter/_planted.py": "import sapwood_tracer.values.base\n"}
+    result = _lint_copy(tmp_path, planted)
+    assert result.returncode == 0, result.stdout

@@ -14,7 +14,8 @@ import sapwood_tracer
 from sapwood_graph import Guard, GuardKind, LocalSource
 from sapwood_tracer import mark_dynamic, mark_static
 from sapwood_tracer.api import cache as _cache
-from sapwood_tracer.guards.emitter import Emitter, Miss, emit_guards
+from sapwood_tracer.guards.emitter import Emitter, Miss
+from sapwood_tracer.guards.fast_path import emit_guards
 
 
 def _entries(fn):

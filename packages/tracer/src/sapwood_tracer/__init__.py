@@ -16,12 +16,17 @@ Public API:
 """
 
 from .api.cache import RecompileLimitWarning, reset
-from .api.dynamic import mark_dynamic, mark_static
 from .api.entry import CompiledModule, compile
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .errors import TracerError, Unsupported
-from .interpreter import handlers as _handlers  # registers the opcode handlers
-from .marks import allow_in_graph, disable, disallow_in_graph, graph_break
+from .marks import (
+    allow_in_graph,
+    disable,
+    disallow_in_graph,
+    graph_break,
+    mark_dynamic,
+    mark_static,
+)
 
 __version__ = "0.1.0"
 
@@ -44,5 +49,3 @@ __all__ = [
     "mark_static",
     "reset",
 ]
-
-del _handlers

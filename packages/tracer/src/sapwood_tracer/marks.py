@@ -1,5 +1,6 @@
-"""What users tell the tracer about their functions: ``disable``, ``graph_break``,
-``allow_in_graph`` and ``disallow_in_graph``.
+"""What users tell the tracer about their functions and tensors: ``disable``,
+``graph_break``, ``allow_in_graph`` and ``disallow_in_graph`` on functions; ``mark_dynamic``
+and ``mark_static`` on tensors.
 
 Invariants:
 
@@ -9,13 +10,18 @@ Invariants:
   runs it eagerly; compiling it directly returns it unchanged.
 * An allowed function is recorded in the graph as one call node (fake tensors run it), never
   inlined; a disallowed one (typically a torch function) breaks the graph at every call.
+* Dims marked dynamic or static are stored on the tensor object and read when a call
+  traces (see :mod:`sapwood_tracer.interpreter.shape_plan`); they override
+  ``compile(dynamic=...)`` per dim. torch's own ``mark_dynamic`` marks are read too.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+
+import torch
 
 __all__ = [
     "allow_in_graph",
@@ -25,6 +31,9 @@ __all__ = [
     "is_allowed",
     "is_disabled",
     "is_disallowed",
+    "mark_dynamic",
+    "mark_static",
+    "marked_dims",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -99,3 +108,60 @@ def is_disallowed(fn: Any) -> bool:
         return fn in _disallowed
     except TypeError:
         return False
+
+
+# ----------------------------------------------------------------------- dims of tensors
+_DYNAMIC_ATTR = "_sapwood_dynamic_dims"
+_STATIC_ATTR = "_sapwood_static_dims"
+#: what ``torch._dynamo.mark_dynamic`` stores: honoured too, so marked inputs carry over
+_TORCH_DYNAMIC_ATTR = "_dynamo_dynamic_indices"
+
+
+def _dims(tensor: torch.Tensor, dim: int | Iterable[int], what: str) -> set[int]:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{what} takes a tensor, not {type(tensor).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    ndim = tensor.dim()
+    out = set()
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TypeError(f"{what}: dims are ints, not {type(d).__name__}")
+        if not -ndim <= d < ndim:
+            raise IndexError(f"{what}: dim {d} is out of range for a {ndim}-d tensor")
+        out.add(d % ndim)
+    return out
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Trace ``dim`` (an int or several) of ``tensor`` symbolically whenever it is an input.
+
+    The mark is stored on the tensor object and read when a call traces. A size of 0 or 1
+    is still specialised (as torch's ShapeEnv does); use sizes >= 2 for the first call.
+    """
+    dims = _dims(tensor, dim, "mark_dynamic")
+    current = set(getattr(tensor, _DYNAMIC_ATTR, ()))
+    setattr(tensor, _DYNAMIC_ATTR, frozenset(current | dims))
+    static = set(getattr(tensor, _STATIC_ATTR, ())) - dims
+    setattr(tensor, _STATIC_ATTR, frozenset(static))
+
+
+def mark_static(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Keep ``dim`` of ``tensor`` static (its size guarded exactly), even with
+    ``compile(dynamic=True)`` or after sizes varied."""
+    dims = _dims(tensor, dim, "mark_static")
+    current = set(getattr(tensor, _STATIC_ATTR, ()))
+    setattr(tensor, _STATIC_ATTR, frozenset(current | dims))
+    dynamic = set(getattr(tensor, _DYNAMIC_ATTR, ())) - dims
+    setattr(tensor, _DYNAMIC_ATTR, frozenset(dynamic))
+
+
+def marked_dims(tensor: torch.Tensor, *, dynamic: bool) -> set[int]:
+    """The dims of ``tensor`` marked dynamic (by sapwood or by torch), or marked static."""
+    if dynamic:
+        return _marked(tensor, _DYNAMIC_ATTR) | _marked(tensor, _TORCH_DYNAMIC_ATTR)
+    return _marked(tensor, _STATIC_ATTR)
+
+
+def _marked(tensor: torch.Tensor, attr: str) -> set[int]:
+    ndim = tensor.dim()
+    return {d % ndim for d in getattr(tensor, attr, ()) if ndim and -ndim <= d < ndim}

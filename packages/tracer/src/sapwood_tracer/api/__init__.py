@@ -1,3 +1,14 @@
-"""The tracer's public entry points and what runs around a trace: ``compile`` and its
-per-code cache, capturing one call, the recompile policy for dynamic shapes, events and
-logs, and ``explain``."""
+"""The tracer's entry points and what runs around a trace.
+
+* :mod:`.entry` — ``compile``: the wrapper that binds a call's arguments, tries the cache
+  entries of the function's code and traces on a miss; ``CompiledModule``; the runtime that
+  graph breaks call to go on.
+* :mod:`.cache` — cache entries per code object, the recompile limit, ``reset``.
+* :mod:`.capture` — one capture: run the interpreter on the call, compile the graph, build
+  the cache entry (retracing once to stop at a graph break).
+* :mod:`.dynamic` — after a miss, which sizes the next trace makes symbolic.
+* :mod:`.events` and :mod:`.explain` — the ``SAPWOOD_LOGS`` topics, and ``explain()``.
+
+May import every layer below (graph breaks, the interpreter, the Python and value models,
+guards, marks, errors). Nothing inside the tracer imports it.
+"""

@@ -15,10 +15,23 @@ import collections
 import types
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
-from .capture import CacheEntry
+import torch
 
-__all__ = ["RECOMPILE_LIMIT", "CodeCache", "RecompileLimitWarning", "cache_for", "reset"]
+from sapwood_graph import Guard
+
+from ..breaks.exits import BreakExit
+from ..breaks.resume import resume_info
+
+__all__ = [
+    "RECOMPILE_LIMIT",
+    "CacheEntry",
+    "CodeCache",
+    "RecompileLimitWarning",
+    "cache_for",
+    "reset",
+]
 
 RECOMPILE_LIMIT = 8
 #: A resume function that continues a loop body after a graph break needs one entry per
@@ -27,9 +40,38 @@ RESUME_RECOMPILE_LIMIT = 64
 
 
 def limit_for(code: types.CodeType) -> int:
-    from ..breaks.resume import resume_info
-
     return RESUME_RECOMPILE_LIMIT if resume_info(code) is not None else RECOMPILE_LIMIT
+
+
+@dataclass(eq=False)
+class CacheEntry:
+    """One compiled variant of a code object.
+
+    ``fn(L, C, G)`` checks the guards and runs the entry; it returns a :class:`Miss` (with
+    the index of the failing guard) when the entry does not apply.
+    """
+
+    fn: Any
+    guards: list[Guard]
+    graph_module: torch.fx.GraphModule
+    held: dict[int, Any]
+    #: whether a backend compiled a graph for this entry (no graph: nothing to compute)
+    has_graph: bool = True
+    #: the graph break this entry ends with, if any
+    exit: BreakExit | None = None
+
+    def describe_guard(self, index: int) -> str:
+        if 0 <= index < len(self.guards):
+            return self.guards[index].render()
+        return "guard evaluation"
+
+    def guarded_source(self, index: int) -> str:
+        """What the failing guard was about (its source), for grouping failures."""
+        if 0 <= index < len(self.guards):
+            guard = self.guards[index]
+            # (a shape guard spans several sources: the expression itself names it)
+            return str(guard.source) if guard.source is not None else guard.render()
+        return "guard evaluation"
 
 
 class RecompileLimitWarning(UserWarning):

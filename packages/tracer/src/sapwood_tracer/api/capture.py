@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import types
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,41 +35,11 @@ from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_
 from ..interpreter.frame import BreakHere, SymbolicFrame
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
+from ..interpreter.shape_plan import ShapePlan
 from ..values.base import Value
-from .dynamic import ShapePlan
+from .cache import CacheEntry
 
-__all__ = ["CacheEntry", "capture"]
-
-
-@dataclass(eq=False)
-class CacheEntry:
-    """One compiled variant of a code object.
-
-    ``fn(L, C, G)`` checks the guards and runs the entry; it returns a :class:`Miss` (with
-    the index of the failing guard) when the entry does not apply.
-    """
-
-    fn: Any
-    guards: list[Guard]
-    graph_module: torch.fx.GraphModule
-    held: dict[int, Any]
-    #: whether a backend compiled a graph for this entry (no graph: nothing to compute)
-    has_graph: bool = True
-    #: the graph break this entry ends with, if any
-    exit: BreakExit | None = None
-
-    def describe_guard(self, index: int) -> str:
-        if 0 <= index < len(self.guards):
-            return self.guards[index].render()
-        return "guard evaluation"
-
-    def guarded_source(self, index: int) -> str:
-        """What the failing guard was about (its source), for grouping failures."""
-        if 0 <= index < len(self.guards):
-            guard = self.guards[index]
-            # (a shape guard spans several sources: the expression itself names it)
-            return str(guard.source) if guard.source is not None else guard.render()
-        return "guard evaluation"
+__all__ = ["capture"]
 
 
 def capture(
@@ -88,7 +57,7 @@ def capture(
 
     With ``fullgraph`` any construct the tracer cannot capture raises :class:`Unsupported`.
     Without it, the first such construct in the root frame becomes a graph break: the trace is
-    run again and stopped right before it (see ``_breaks``); ``runtime`` supplies the
+    run again and stopped right before it (see :mod:`sapwood_tracer.breaks.exits`); ``runtime`` supplies the
     functions the entry calls to go on after the break.
     """
     plan: tuple[int, int] | None = None

@@ -1,5 +1,5 @@
-"""Which sizes a trace makes symbolic: per-tensor marks, ``compile(dynamic=...)``, and the
-automatic policy applied on a cache miss.
+"""The recompile policy of dynamic shapes: which sizes the next trace makes symbolic after a
+cache miss (a :class:`~sapwood_tracer.interpreter.shape_plan.ShapePlan`).
 
 The policy, as users of ``torch.compile`` know it:
 
@@ -12,18 +12,11 @@ The policy, as users of ``torch.compile`` know it:
 * :func:`mark_dynamic` / :func:`mark_static` (stored on the tensor object) override the
   above per dim, whatever ``dynamic`` says.
 
-Eligible inputs are those reached from the call's arguments through items only (arguments,
-and items of the lists, tuples and dicts among them). Module state (parameters, buffers,
-ints stored on modules or objects) stays static: it does not change between calls, and a
-symbolic hyper-parameter would only cost guards.
+Which inputs are eligible, and why a plan is always sound, is said in
+:mod:`~sapwood_tracer.interpreter.shape_plan`.
 
-Invariants:
-
-* A plan only ever makes more things symbolic than the static trace would; the ShapeEnv
-  still specialises what the code needs concrete (0/1 sizes, ``range(n)``, ...) with guards,
-  so a plan can never make an entry unsound, only more general.
-* "Fails only on sizes" is decided by generated code (a *probe* per cache entry, built once
-  with :mod:`._codegen`): the entry's guards with tensor sizes/strides, int argument values
+Invariant: "fails only on sizes" is decided by generated code (a *probe* per cache entry, built once
+  with :mod:`sapwood_tracer.guards.emitter`): the entry's guards with tensor sizes/strides, int argument values
   and ShapeEnv guards left out. The probe returns the tensors and ints to compare.
 """
 
@@ -32,106 +25,18 @@ from __future__ import annotations
 import dataclasses
 import types
 import weakref
-from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch
+from sapwood_graph import Guard, GuardKind, Source, TensorSpec
 
-from sapwood_graph import Guard, GuardKind, ItemSource, LocalSource, Source, TensorSpec
-
-from ..guards.emitter import Emitter, Miss, emit_guards
+from ..guards.emitter import Emitter, Miss
+from ..guards.fast_path import emit_guards
+from ..interpreter.shape_plan import ShapePlan, is_argument_source
 
 if TYPE_CHECKING:
-    from .capture import CacheEntry
+    from .cache import CacheEntry
 
-__all__ = ["ShapePlan", "mark_dynamic", "mark_static", "plan_after_miss"]
-
-_DYNAMIC_ATTR = "_sapwood_dynamic_dims"
-_STATIC_ATTR = "_sapwood_static_dims"
-#: what ``torch._dynamo.mark_dynamic`` stores: honoured too, so marked inputs carry over
-_TORCH_DYNAMIC_ATTR = "_dynamo_dynamic_indices"
-
-
-def _dims(tensor: torch.Tensor, dim: int | Iterable[int], what: str) -> set[int]:
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{what} takes a tensor, not {type(tensor).__name__}")
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    ndim = tensor.dim()
-    out = set()
-    for d in dims:
-        if not isinstance(d, int) or isinstance(d, bool):
-            raise TypeError(f"{what}: dims are ints, not {type(d).__name__}")
-        if not -ndim <= d < ndim:
-            raise IndexError(f"{what}: dim {d} is out of range for a {ndim}-d tensor")
-        out.add(d % ndim)
-    return out
-
-
-def mark_dynamic(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
-    """Trace ``dim`` (an int or several) of ``tensor`` symbolically whenever it is an input.
-
-    The mark is stored on the tensor object and read when a call traces. A size of 0 or 1
-    is still specialised (as torch's ShapeEnv does); use sizes >= 2 for the first call.
-    """
-    dims = _dims(tensor, dim, "mark_dynamic")
-    current = set(getattr(tensor, _DYNAMIC_ATTR, ()))
-    setattr(tensor, _DYNAMIC_ATTR, frozenset(current | dims))
-    static = set(getattr(tensor, _STATIC_ATTR, ())) - dims
-    setattr(tensor, _STATIC_ATTR, frozenset(static))
-
-
-def mark_static(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
-    """Keep ``dim`` of ``tensor`` static (its size guarded exactly), even with
-    ``compile(dynamic=True)`` or after sizes varied."""
-    dims = _dims(tensor, dim, "mark_static")
-    current = set(getattr(tensor, _STATIC_ATTR, ()))
-    setattr(tensor, _STATIC_ATTR, frozenset(current | dims))
-    dynamic = set(getattr(tensor, _DYNAMIC_ATTR, ())) - dims
-    setattr(tensor, _DYNAMIC_ATTR, frozenset(dynamic))
-
-
-def _marked(tensor: torch.Tensor, attr: str) -> set[int]:
-    ndim = tensor.dim()
-    return {d % ndim for d in getattr(tensor, attr, ()) if ndim and -ndim <= d < ndim}
-
-
-def is_argument_source(source: Source) -> bool:
-    """Reached from the call's arguments through items only (``L['x']``, ``L['xs'][0]``)."""
-    while isinstance(source, ItemSource):
-        source = source.base  # type: ignore[assignment]
-    return isinstance(source, LocalSource)
-
-
-@dataclasses.dataclass(frozen=True)
-class ShapePlan:
-    """What one trace makes symbolic (read by the graph bridge and the builder)."""
-
-    #: ``compile(dynamic=...)``.
-    mode: bool | None = None
-    #: Dims seen to vary, per tensor source (the automatic policy).
-    dims: Mapping[Source, frozenset[int]] = dataclasses.field(default_factory=dict)
-    #: Int sources seen to vary (the automatic policy).
-    ints: frozenset[Source] = frozenset()
-
-    def tensor_dims(self, source: Source, tensor: torch.Tensor) -> frozenset[int]:
-        ndim = tensor.dim()
-        if ndim == 0:
-            return frozenset()
-        dims: set[int] = set()
-        if is_argument_source(source) and not isinstance(tensor, torch.nn.Parameter):
-            if self.mode is True:
-                dims = set(range(ndim))
-            elif self.mode is None:
-                dims = set(self.dims.get(source, ()))
-        dims |= _marked(tensor, _DYNAMIC_ATTR) | _marked(tensor, _TORCH_DYNAMIC_ATTR)
-        dims -= _marked(tensor, _STATIC_ATTR)
-        return frozenset(d for d in dims if d < ndim)
-
-    def int_is_symbolic(self, source: Source) -> bool:
-        if not is_argument_source(source):
-            return False
-        return self.mode is True or (self.mode is None and source in self.ints)
-
+__all__ = ["plan_after_miss"]
 
 # ----------------------------------------------------------------------- the miss policy
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..errors import Unsupported
-    from .capture import CacheEntry
+    from .cache import CacheEntry
 
 __all__ = ["TOPICS", "captured", "enabled_topics", "listen", "recompile", "skipped"]
 

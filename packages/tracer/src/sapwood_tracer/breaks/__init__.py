@@ -1,2 +1,13 @@
-"""Graph breaks: the state of a frame where a trace stopped, the resume functions that go on
-from there, and the generated code that rebuilds outputs and replays side effects."""
+"""Graph breaks and the generated code of a cache entry.
+
+* :mod:`.exits` — where a trace stopped: the root frame's state at the break (stack, locals,
+  cells, open contexts), how the construct runs eagerly, and the tail of the entry function
+  that goes on after it.
+* :mod:`.resume` — resume functions: the original bytecode with a prologue that rebuilds the
+  stack and jumps to the instruction after the break (assembled with ``bytecode``).
+* :mod:`.outputs` — the entry function itself: guards, the compiled graph, rebuilding the
+  returned values as real objects, replaying side effects.
+
+May import the interpreter (its frames and recorded effects), the Python and value models,
+guards, marks and errors; only the API sits above.
+"""

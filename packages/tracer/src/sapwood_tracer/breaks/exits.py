@@ -1,7 +1,7 @@
 """Graph breaks: what a cache entry does when its trace stopped before the function's end.
 
 A trace that met a construct it cannot capture is run again and stopped just before that
-construct (the n-th execution of one instruction of the root frame, see ``_frame``). The
+construct (the n-th execution of one instruction of the root frame, see :mod:`sapwood_tracer.interpreter.frame`). The
 state there — value stack, fast locals, cell contents, open ``with`` blocks — becomes a
 :class:`BreakExit`. The cache entry then:
 
@@ -9,7 +9,7 @@ state there — value stack, fast locals, cell contents, open ``with`` blocks �
    leaves torch's global state as it found it) and replays the side effects;
 2. rebuilds the stack and locals as real Python objects;
 3. runs the construct eagerly, inside the torch contexts that were open (``with`` again);
-4. continues in a resume function (see ``_resume``) that starts after the construct, called
+4. continues in a resume function (see :mod:`.resume`) that starts after the construct, called
    through the compile path so the rest of the function is compiled too.
 
 Three kinds of break:
@@ -36,11 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from ..interpreter.instructions import Instruction
-from ..values.base import NULL, ConstantValue, Value
+from ..values.base import NULL, ConstantValue, IteratorValue, Value
 from ..values.containers import TupleValue
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
 from ..values.functions import BoundMethodValue, UserFunctionValue
-from ..values.iterators import IteratorValue
 from ..values.modules import ModuleValue
 from ..values.tensors import TensorMethodValue
 from .resume import ResumeLayout, StackSlot, resume_code, resume_info

@@ -4,7 +4,7 @@ The trace ends with a value (the frame's return value) and a list of attribute w
 is turned into a *plan*: graph outputs for tensors computed in the graph, the input object
 itself for anything that came from the inputs (so identity and aliasing with inputs are
 kept), constants, and fresh containers/objects rebuilt around those. The entry function is
-generated code (see ``_codegen``): it checks the guards, calls the compiled graph, replays
+generated code (see :mod:`sapwood_tracer.guards.emitter`): it checks the guards, calls the compiled graph, replays
 the writes and builds the plan.
 
 Invariants:
@@ -32,10 +32,11 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
-from ..guards.emitter import Emitter, Miss, emit_guards
+from ..guards.emitter import Emitter, Miss
+from ..guards.fast_path import emit_guards
 from ..guards.sources import HeldObjectSource
 from ..interpreter.side_effects import AttributeWrite, SideEffects
-from ..values.base import ConstantValue, Value
+from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value
 from ..values.containers import (
     DictValue,
     ListValue,
@@ -46,9 +47,7 @@ from ..values.containers import (
 )
 from ..values.contexts import ContextClassValue
 from ..values.functions import (
-    BoundBuiltinMethod,
     BoundMethodValue,
-    BuiltinValue,
     CellValue,
     NestedFunctionValue,
     RealCellValue,

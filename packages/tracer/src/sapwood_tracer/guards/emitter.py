@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import types
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -33,8 +33,6 @@ from sapwood_graph import (
     DefaultArgSource,
     FunctionSource,
     GlobalSource,
-    Guard,
-    GuardKind,
     ItemSource,
     LocalSource,
     Source,
@@ -56,7 +54,7 @@ from .sources import (
     WeakRefTargetSource,
 )
 
-__all__ = ["Emitter", "Miss", "emit_guards"]
+__all__ = ["Emitter", "Miss"]
 
 _dispatch_keys = torch._C._dispatch_keys
 
@@ -100,7 +98,7 @@ class Emitter:
         self.code = code
         self.member_stores = member_stores or {}
         #: module sources whose listed attributes are read from the instance ``__dict__``
-        #: (set by :mod:`._guard_code`, which emits the checks that make this equal to
+        #: (set by :mod:`.fast_path`, which emits the checks that make this equal to
         #: attribute access)
         self.instance_attrs: dict[Source, frozenset[str]] = {}
         self.params = {name: i for i, name in enumerate(_parameters(code))}
@@ -308,67 +306,3 @@ class Miss:
 
     def __repr__(self) -> str:
         return f"Miss({self.index})"
-
-
-def emit_guards(
-    em: Emitter,
-    guards: list[Guard],
-    examples: dict[Source, torch.Tensor],
-    fail: str,
-) -> list[str]:
-    """Lines checking ``guards``; a failure returns a :class:`Miss` (``{fail}[index]``).
-
-    The lines expect to sit inside ``try:`` (indent 8) whose handler returns ``{fail}[g]``.
-    They are the fast form of :mod:`._guard_code` (implied guards left out, modules read
-    through their instance dict, likely failures first, tensor guards in torch's C++ batch
-    checker); the guard records stay the specification.
-    """
-    from .fast_path import emit_fast_guards
-
-    return emit_fast_guards(em, guards, examples, fail)
-
-
-def _check(em: Emitter, guard: Guard, indent: str) -> str:
-    kind, source, expected = guard.kind, guard.source, guard.expected
-    if kind is GuardKind.SHAPE:
-        from .shapes import shape_guard_check
-
-        return shape_guard_check(em, guard, indent)
-    if source is None:
-        raise Unsupported(f"a {kind.value} guard without a source")
-    value = em.source(source, indent)
-    if kind is GuardKind.TYPE_MATCH:
-        return f"type({value}) is {em.const(expected)}"
-    if kind is GuardKind.ID_MATCH:
-        obj = em.held.get(expected)  # type: ignore[call-overload]
-        if obj is None:
-            raise Unsupported(f"an identity guard on {source} whose object is not held")
-        return f"{value} is {em.const(obj)}"
-    if kind is GuardKind.CONSTANT_MATCH:
-        if expected is None or isinstance(expected, bool):
-            return f"{value} is {em.const(expected)}"
-        if _has_float(expected):
-            # == would let -0.0 pass for 0.0 (and never pass for nan): compare exactly
-            return f"_same_constant({value}, {em.const(expected)})"
-        return f"{value} == {em.const(expected)}"
-    if kind is GuardKind.ALIAS_MATCH:
-        assert isinstance(expected, Source)
-        other = em.source(expected, indent)
-        return f"{value} is {other}"
-    if kind is GuardKind.TENSOR_MATCH:
-        assert isinstance(expected, TensorSpec)
-        if not _is_static_spec(expected):
-            from .shapes import dynamic_tensor_check
-
-            return dynamic_tensor_check(em, value, expected)
-        parts = [
-            f"type({value}) is {em.const(expected.tensor_type)}",
-            f"{value}.dtype is {em.const(expected.dtype)}",
-            f"{value}.device == {em.const(expected.device)}",
-            f"{value}.shape == {em.const(torch.Size(cast(tuple[int, ...], expected.shape)))}",
-            f"{value}.stride() == {em.const(tuple(expected.stride))}",
-            f"{value}.requires_grad is {em.const(expected.requires_grad)}",
-            f"_dispatch_keys({value}).raw_repr() == {em.const(expected.dispatch_keys)}",
-        ]
-        return " and ".join(parts)
-    raise Unsupported(f"a guard of kind {kind}")

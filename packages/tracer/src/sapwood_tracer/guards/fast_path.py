@@ -1,7 +1,7 @@
 """The guard check run on every call of a cache entry, as fast straight-line Python.
 
-:func:`emit_fast_guards` turns a cache entry's guard records into lines of the generated
-entry function (the text keeps :mod:`._codegen`'s invariant: generated names, integer
+:func:`emit_guards` turns a cache entry's guard records into lines of the generated
+entry function (the text keeps :mod:`.emitter`'s invariant: generated names, integer
 literals and fixed keywords only). The records stay the specification; the lines are an
 equivalent check that does less work per call:
 
@@ -40,7 +40,8 @@ import torch
 
 from sapwood_graph import AttrSource, Guard, GuardKind, LocalSource, Source
 
-from .emitter import Emitter, Miss, _batch_tensor_checker, _check, _has_float, _is_static_spec
+from .checks import guard_check
+from .emitter import Emitter, Miss, _batch_tensor_checker, _has_float, _is_static_spec
 from .sources import (
     ContainsSource,
     DistinctIdsSource,
@@ -49,7 +50,7 @@ from .sources import (
     ModuleHooksSource,
 )
 
-__all__ = ["HOOK_ATTRS", "emit_fast_guards"]
+__all__ = ["HOOK_ATTRS", "emit_guards"]
 
 #: Py_TPFLAGS_IMMUTABLETYPE: instances of such a type cannot have ``__class__`` reassigned
 #: (modules excepted: CPython lets a module switch to a ModuleType subclass).
@@ -159,7 +160,7 @@ def _build_locator(em: Emitter, guards: list[Guard]) -> Any:
     em.lines = ["    g = 0", "    try:"]
     for index, guard in enumerate(guards):
         em.lines.append(f"{indent}g = {index}")
-        check = _check(em, guard, indent)
+        check = guard_check(em, guard, indent)
         em.lines.append(f"{indent}if not ({check}):")
         em.lines.append(f"{indent}    return {misses}[{index}]")
     em.lines += [
@@ -282,7 +283,7 @@ class _Plan:
         ]
 
 
-def emit_fast_guards(
+def emit_guards(
     em: Emitter,
     guards: list[Guard],
     examples: dict[Source, torch.Tensor],
@@ -330,7 +331,7 @@ def _emit_batch(
     checker = _batch_tensor_checker([examples[g.source] for g in batch])  # type: ignore[index]
     if checker is None:
         for index, guard in zip(indices, batch):
-            em.lines.append(f"{_INDENT}if not ({_check(em, guard, _INDENT)}):")
+            em.lines.append(f"{_INDENT}if not ({guard_check(em, guard, _INDENT)}):")
             em.lines.append(f"{_INDENT}    return {fail}[{index}]")
         return
     values = ", ".join(em.source(g.source, _INDENT) for g in batch)  # type: ignore[arg-type]
@@ -391,7 +392,7 @@ def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int) -> str:
     """A condition true exactly when ``guard`` fails (given the guards emitted earlier)."""
     kind, source, expected = guard.kind, guard.source, guard.expected
     if source is None:
-        return f"not ({_check(em, guard, _INDENT)})"
+        return f"not ({guard_check(em, guard, _INDENT)})"
     if (
         kind is GuardKind.CONSTANT_MATCH
         and isinstance(expected, bool)
@@ -421,7 +422,7 @@ def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int) -> str:
             kind_name = em.const(type(expected))
             return f"type({value}) is not {kind_name} or {value} != {em.const(expected)}"
         return f"not ({value} == {em.const(expected)})"
-    return f"not ({_check(em, guard, _INDENT)})"
+    return f"not ({guard_check(em, guard, _INDENT)})"
 
 
 def _truth(em: Emitter, plan: _Plan, source: Source) -> str:

@@ -2,7 +2,7 @@
 
 The graph package records what the ShapeEnv assumed as ``SHAPE`` guards: a sympy boolean
 over symbols, each bound to a source (``L['x'].size()[0]``, ``L['n']``). This module renders
-such an expression as Python for the generated guard function of :mod:`._codegen`.
+such an expression as Python for the generated guard function of :mod:`.emitter`.
 
 Invariants (the same as the rest of the generated code):
 

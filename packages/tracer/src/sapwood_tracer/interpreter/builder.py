@@ -32,35 +32,50 @@ import functools
 import os
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from sapwood_graph import AttrSource, GuardKind, ItemSource, Source
 
+from ..context import TraceContext
 from ..errors import Unsupported
 from ..guards.sources import HeldObjectSource, KeysSource, LenSource
-from ..values.base import ConstantValue, Value, is_constant_type
+from ..pymodel.builtins import is_modelled_builtin
+from ..pymodel.torch_functions import is_modelled_torch_function
+from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
 from ..values.containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
-from ..values.functions import (
-    BoundBuiltinMethod,
-    BoundMethodValue,
-    BuiltinValue,
-    PartialValue,
-    UserFunctionValue,
-)
+from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.modules import ModuleValue
-from ..values.objects import ClassValue, EnvironValue, ObjectValue, PyModuleValue, WeakRefValue
+from ..values.objects import (
+    ClassValue,
+    EnvironValue,
+    ObjectValue,
+    PartialValue,
+    PyModuleValue,
+    WeakRefValue,
+)
 from ..values.tensors import TorchFunctionValue
+from .graph_bridge import GraphBridge
 
-if TYPE_CHECKING:
-    from .session import TraceSession
-
-__all__ = ["wrap", "wrap_trusted"]
+__all__ = ["WrappingSession", "wrap", "wrap_trusted"]
 
 
-def wrap(tx: TraceSession, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:
+class WrappingSession(TraceContext[Value], Protocol):
+    """What wrapping needs of the trace session beyond the value protocol: the tables of
+    values already made (per source, per object) and the graph's tensor inputs."""
+
+    by_source: dict[Source, Value]
+    by_object: dict[int, tuple[Any, Value]]
+
+    @property
+    def graph(self) -> GraphBridge: ...
+
+    def tensor_input(self, tensor: Any, source: Source) -> Value: ...
+
+
+def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:
     known = tx.by_source.get(source)
     if known is not None:
         return known
@@ -93,12 +108,12 @@ def _is_plain_object(obj: Any) -> bool:
     )
 
 
-def _id_match(tx: TraceSession, source: Source, obj: Any) -> None:
+def _id_match(tx: WrappingSession, source: Source, obj: Any) -> None:
     tx.hold(obj)
     tx.guard(GuardKind.ID_MATCH, source, id(obj))
 
 
-def _type_match(tx: TraceSession, source: Source, obj: Any) -> None:
+def _type_match(tx: WrappingSession, source: Source, obj: Any) -> None:
     tx.guard(GuardKind.TYPE_MATCH, source, type(obj))
 
 
@@ -106,7 +121,7 @@ def _is_namedtuple(obj: Any) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
-def _make(tx: TraceSession, obj: Any, source: Source) -> Value:
+def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     cls = type(obj)
     if isinstance(obj, torch.Tensor):
         return tx.tensor_input(obj, source)
@@ -155,9 +170,8 @@ def _make(tx: TraceSession, obj: Any, source: Source) -> Value:
         _id_match(tx, source, obj)
         return ConstantValue(obj, source)
     if is_constant_type(obj):
-        plan = getattr(tx.graph, "shape_plan", None)
-        if cls is int and plan is not None and plan.int_is_symbolic(source):
-            return tx.graph.symint_input(tx, obj, source)  # type: ignore[no-any-return]
+        if cls is int and tx.graph.shape_plan.int_is_symbolic(source):
+            return tx.graph.symint_input(tx, obj, source)
         _type_match(tx, source, obj)
         tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
         return ConstantValue(obj, source)
@@ -256,14 +270,10 @@ _GRAPH_FUNCTION_MODULES = frozenset(
 
 
 def _is_modelled(fn: Any) -> bool:
-    from ..pymodel.builtins import is_modelled_builtin
-
     return is_modelled_builtin(fn)
 
 
 def _is_graph_function(fn: Any) -> bool:
-    from ..pymodel.torch_functions import is_modelled_torch_function
-
     module = getattr(fn, "__module__", None) or ""
     return module in _GRAPH_FUNCTION_MODULES or is_modelled_torch_function(fn)
 
@@ -278,9 +288,7 @@ def _is_torch_builtin(fn: Any) -> bool:
     return owner is not None and owner in (torch.Tensor, torch._C.TensorBase)
 
 
-def _callable_value(tx: TraceSession, obj: Any, source: Source | None) -> Value:
-    from ..pymodel.builtins import is_modelled_builtin
-
+def _callable_value(tx: WrappingSession, obj: Any, source: Source | None) -> Value:
     if obj in CONTEXT_CLASSES:
         return ContextClassValue(obj)
     if is_modelled_builtin(obj):
@@ -292,7 +300,7 @@ def _callable_value(tx: TraceSession, obj: Any, source: Source | None) -> Value:
     return BuiltinValue(obj, source)
 
 
-def wrap_trusted(tx: TraceSession, obj: Any) -> Value:
+def wrap_trusted(tx: WrappingSession, obj: Any) -> Value:
     """A value for ``obj`` with no source and no guards (code constants, library attributes)."""
     cls = type(obj)
     if cls is tuple:

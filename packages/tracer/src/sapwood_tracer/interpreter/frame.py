@@ -20,17 +20,14 @@ from __future__ import annotations
 import os
 import site
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sapwood_graph import Source
 
 from ..errors import Unsupported
-from ..values.base import Value
+from ..values.base import Context, Value
 from .instructions import Instruction, decode
 from .registry import dispatch_table
-
-if TYPE_CHECKING:
-    from .session import TraceSession
 
 __all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame"]
 
@@ -73,7 +70,7 @@ class SymbolicFrame:
 
     def __init__(
         self,
-        tx: TraceSession,
+        tx: Context,
         code: types.CodeType,
         f_globals: dict[str, Any],
         globals_source: Source | None,

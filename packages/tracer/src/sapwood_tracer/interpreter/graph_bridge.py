@@ -9,8 +9,9 @@ keeps the rest of the interpreter ignorant of FX and of how sapwood_graph spells
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import sympy
 import torch
 
 from sapwood_graph import (
@@ -21,14 +22,11 @@ from sapwood_graph import (
     Source,
 )
 
-from ..api.dynamic import ShapePlan
 from ..errors import Unsupported
-from ..values.base import Value
+from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
 from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
-
-if TYPE_CHECKING:
-    from .session import TraceSession
+from .shape_plan import ShapePlan
 
 __all__ = ["GraphBridge"]
 
@@ -70,7 +68,7 @@ class GraphBridge:
         return self.og.fake_mode
 
     # -- inputs --------------------------------------------------------------------------------
-    def tensor_input(self, tx: TraceSession, tensor: torch.Tensor, source: Source) -> TensorValue:
+    def tensor_input(self, tx: Context, tensor: torch.Tensor, source: Source) -> TensorValue:
         if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(
             tensor, torch.nn.Buffer if hasattr(torch.nn, "Buffer") else ()
         ):
@@ -95,7 +93,7 @@ class GraphBridge:
         self.input_order.append(source)
         return value
 
-    def symint_input(self, tx: TraceSession, value: int, source: Source) -> Value:
+    def symint_input(self, tx: Context, value: int, source: Source) -> Value:
         """An int argument traced as a symbol (the shape plan asked for it)."""
         proxy = self.og.create_graph_input(source, value)
         result = number_from_fake(proxy, proxy.node.meta["example_value"])
@@ -104,7 +102,7 @@ class GraphBridge:
 
     # -- nodes ----------------------------------------------------------------------------------
     def call_function(
-        self, tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]
+        self, tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]
     ) -> Value:
         gargs = tuple(to_graph_arg(tx, a) for a in args)
         gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
@@ -116,7 +114,7 @@ class GraphBridge:
         return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name)
 
     def call_method(
-        self, tx: TraceSession, name: str, args: list[Value], kwargs: dict[str, Value]
+        self, tx: Context, name: str, args: list[Value], kwargs: dict[str, Value]
     ) -> Value:
         gargs = tuple(to_graph_arg(tx, a) for a in args)
         gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
@@ -139,10 +137,17 @@ class GraphBridge:
             return receiver
         return wrap_graph_result(tx, proxy, fake, f"Tensor.{name}")
 
+    def symbol_proxy(self, expr: Any) -> Any | None:
+        """The graph input bound to the size symbol ``expr`` (no node needed), or None."""
+        root = self.og.root
+        if isinstance(expr, sympy.Symbol) and expr in root.bound_symbols:
+            return root.symbol_proxy(expr)
+        return None
+
     def getitem_proxy(self, proxy: Any, index: int) -> Any:
         return self.og.root.call_function(operator.getitem, (proxy, index))
 
-    def record_state_call(self, tx: TraceSession, fn: Any, args: tuple[Any, ...]) -> Any:
+    def record_state_call(self, tx: Context, fn: Any, args: tuple[Any, ...]) -> Any:
         """Record a node that switches global state; running it on fakes switches it now."""
         try:
             return self.og.root.call_function(fn, args)

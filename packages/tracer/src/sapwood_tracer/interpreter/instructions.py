@@ -7,7 +7,7 @@ Invariants:
   handlers never do offset arithmetic and the 3.11 relative/absolute jump forms look alike.
 * Inline ``CACHE`` entries and ``EXTENDED_ARG`` prefixes are never listed (``dis`` folds the
   prefix into the next instruction's ``arg``), so indices are those of the ``bytecode``
-  package's ``Instr`` items too, which resume functions rely on (see ``_resume``).
+  package's ``Instr`` items too, which resume functions rely on (see :mod:`sapwood_tracer.breaks.resume`).
 * Decoding is cached per code object; the lists are immutable.
 """
 

@@ -1,6 +1,6 @@
 """The opcode registry: one handler per opcode, registered with the Python versions it serves.
 
-Handler modules (``sapwood_tracer.handlers.*``) register with :func:`opcode`; the interpreter
+Handler modules (:mod:`sapwood_tracer.interpreter.handlers`) register with :func:`opcode`; the interpreter
 asks :func:`dispatch_table` for the table of the running Python once. Version differences
 live here, as version bounds, not as ``sys.version_info`` tests inside handlers: when an
 opcode changed meaning between versions, each meaning is a separate handler with its own
@@ -12,15 +12,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .frame import SymbolicFrame
-    from .instructions import Instruction
+from .instructions import Instruction
 
 __all__ = ["Handler", "dispatch_table", "opcode", "registered"]
 
-Handler = Callable[["SymbolicFrame", "Instruction"], Any]
+#: ``handler(frame, instruction)``: the frame is a :class:`~.frame.SymbolicFrame` (which
+#: imports this registry, so it is not named here).
+Handler = Callable[[Any, Instruction], Any]
 Version = tuple[int, int]
 
 

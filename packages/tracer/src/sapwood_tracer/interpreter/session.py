@@ -1,6 +1,6 @@
 """The trace session: state shared by every frame of one trace.
 
-A session owns the graph being built (through :mod:`._graph_bridge`), the guards recorded so
+A session owns the graph being built (through :mod:`.graph_bridge`), the guards recorded so
 far, the side effects to replay, and the table of values already made for each source (so a
 source read twice is one value, and a tensor read twice is one graph input).
 
@@ -21,13 +21,21 @@ from typing import Any
 
 from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
 
+from ..context import FrameState
 from ..errors import Unsupported
 from ..guards.sources import LenSource
 from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
-from ..values.base import ConstantValue, Value, _AttributeMissing
+from ..pymodel import builtins as builtins_model
+from ..pymodel import operators, torch_functions
+from ..pymodel.construct import construct
+from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing
 from ..values.containers import DictValue, TupleValue
+from ..values.contexts import ContextExitValue
 from ..values.functions import FunctionValue, RealCellValue
-from ..values.objects import NewObjectValue, ObjectValue
+from ..values.generators import GeneratorValue
+from ..values.objects import ClassValue, NewObjectValue, ObjectValue
+from ..values.tensors import TensorValue
+from . import builder
 from .frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame
 from .side_effects import SideEffects
 
@@ -77,14 +85,10 @@ class TraceSession:
 
     # -- values from the outside ----------------------------------------------------------
     def wrap(self, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:
-        from .builder import wrap
-
-        return wrap(self, obj, source, guard_identity_of)
+        return builder.wrap(self, obj, source, guard_identity_of)
 
     def wrap_trusted(self, obj: Any) -> Value:
-        from .builder import wrap_trusted
-
-        return wrap_trusted(self, obj)
+        return builder.wrap_trusted(self, obj)
 
     def constant_or_wrap(self, obj: Any) -> Value:
         return self.wrap_trusted(obj)
@@ -102,7 +106,8 @@ class TraceSession:
     def call(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return fn.call(self, args, kwargs)
 
-    def inline(self, fn: FunctionValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def inline(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        assert isinstance(fn, FunctionValue)
         real = getattr(fn, "fn", None)
         if real is not None:
             if real is graph_break:
@@ -123,8 +128,6 @@ class TraceSession:
         cells: dict[str, Value] = dict(zip(code.co_freevars, fn.cells(self)))
         frame = SymbolicFrame(self, code, fn.f_globals, fn.globals_source, fast, cells, parent)
         if code.co_flags & inspect.CO_GENERATOR:
-            from ..values.generators import GeneratorValue
-
             frame.is_generator = True
             self.resume(frame)  # runs the prologue up to RETURN_GENERATOR
             return GeneratorValue(frame)
@@ -137,9 +140,10 @@ class TraceSession:
         finally:
             self.frames.pop()
 
-    def resume(self, frame: SymbolicFrame) -> tuple[bool, Value]:
+    def resume(self, frame: FrameState[Value]) -> tuple[bool, Value]:
         """Run a generator frame to its next suspension: ``(True, yielded value)``, or
         ``(False, return value)`` once it returned."""
+        assert isinstance(frame, SymbolicFrame)
         self.frames.append(frame)
         try:
             return False, frame.run()
@@ -190,8 +194,6 @@ class TraceSession:
         return out
 
     def enter_context(self, manager: Value) -> tuple[Value, Value]:
-        from ..values.contexts import ContextExitValue
-
         enter = getattr(manager, "enter", None)
         if enter is None and isinstance(manager, (ObjectValue, NewObjectValue)):
             # a user context manager: its __enter__ and __exit__ are inlined
@@ -217,8 +219,6 @@ class TraceSession:
 
     def equal(self, a: Value, b: Value) -> bool:
         """``a == b`` as ``in``, ``list.index`` and ``list.count`` compute it (identity first)."""
-        from ..values.tensors import TensorValue
-
         if a is b:
             return True
         if a.is_constant() and b.is_constant():
@@ -247,6 +247,24 @@ class TraceSession:
 
     def location(self) -> str | None:
         return self.frames[-1].location() if self.frames else None
+
+    # -- the model of Python and torch (what values ask of it) ------------------------------
+    def call_builtin(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        assert isinstance(fn, BuiltinValue)
+        return builtins_model.call_builtin(self, fn, args, kwargs)
+
+    def call_torch_function(self, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return torch_functions.call_torch_function(self, fn, args, kwargs)
+
+    def construct(self, cls: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        assert isinstance(cls, ClassValue)
+        return construct(self, cls, args, kwargs)
+
+    def binary_operation(self, fn: Any, a: Value, b: Value) -> Value:
+        return operators.binary(self, fn, a, b)
+
+    def unary_operation(self, fn: Any, a: Value) -> Value:
+        return operators.unary(self, fn, a)
 
     def record_attr_write(self, target: Value, name: str, value: Value) -> None:
         """An attribute write on an object from the inputs, to replay after the graph."""

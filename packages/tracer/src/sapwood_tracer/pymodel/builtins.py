@@ -9,26 +9,35 @@ iterators they act on the values.
 from __future__ import annotations
 
 import builtins
+import collections
 import math
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Unsupported
-from ..values.base import ConstantValue, Value, _AttributeMissing, is_constant_type
+from ..values.base import (
+    BuiltinValue,
+    ConstantValue,
+    Context,
+    IteratorValue,
+    ListIteratorValue,
+    Value,
+    _AttributeMissing,
+    is_constant_type,
+)
 from ..values.containers import DictValue, ListValue, SetValue, TupleValue
-from ..values.functions import BuiltinValue, FunctionValue, PartialValue
-from ..values.iterators import IteratorValue, ListIteratorValue, MapIteratorValue
+from ..values.functions import FunctionValue
+from ..values.identity import ObjectIdValue
+from ..values.iterators import MapIteratorValue
+from ..values.objects import NewObjectValue, PartialValue, SuperValue
 from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
 
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
-
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
 
-Handler = Callable[["TraceSession", list[Value], dict[str, Value]], Value]
+Handler = Callable[["Context", list[Value], dict[str, Value]], Value]
 _HANDLERS: dict[Any, Handler] = {}
 
 #: Pure functions folded on constant arguments.
@@ -78,7 +87,7 @@ def handles(*fns: Any) -> Callable[[Handler], Handler]:
 
 
 def call_builtin(
-    tx: TraceSession, fn: BuiltinValue, args: list[Value], kwargs: dict[str, Value]
+    tx: Context, fn: BuiltinValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     real = fn.fn
     key = _key_of(real)
@@ -126,7 +135,7 @@ def call_builtin(
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
 
 
-def _fold_call(tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     try:
         result = fn(
             *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
@@ -140,7 +149,7 @@ def _fold_call(tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, V
 
 # ----------------------------------------------------------------- introspection
 @handles(builtins.len)
-def _len(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _len(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ConstantValue(tx.length(args[0]))
 
 
@@ -150,7 +159,7 @@ def _classinfo(value: Value) -> Any:
 
 
 @handles(builtins.isinstance)
-def _isinstance(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _isinstance(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     obj, info = args
     cls = obj.python_type()
     classes = _classinfo(info)
@@ -161,19 +170,19 @@ def _isinstance(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -
 
 
 @handles(builtins.issubclass)
-def _issubclass(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _issubclass(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ConstantValue(issubclass(args[0].as_constant(), _classinfo(args[1])))
 
 
 @handles(builtins.type)
-def _type(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _type(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if len(args) != 1:
         raise Unsupported("type() with three arguments (creating a class)")
     return tx.wrap_trusted(args[0].python_type())
 
 
 @handles(builtins.callable)
-def _callable(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _callable(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     v = args[0]
     if isinstance(v, (ConstantValue, TensorValue, TupleValue, ListValue, DictValue, SetValue)):
         return ConstantValue(v.is_constant() and callable(v.as_constant()))
@@ -185,7 +194,7 @@ def _callable(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> 
 
 
 @handles(builtins.getattr)
-def _getattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _getattr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     obj, name = args[0], args[1].as_constant()
     if len(args) == 3:
         try:
@@ -196,7 +205,7 @@ def _getattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> V
 
 
 @handles(builtins.hasattr)
-def _hasattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _hasattr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     obj, name = args[0], args[1].as_constant()
     try:
         tx.lookup(obj, name)
@@ -206,29 +215,27 @@ def _hasattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> V
 
 
 @handles(builtins.setattr)
-def _setattr(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _setattr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     args[0].setattr(tx, args[1].as_constant(), args[2])
     return ConstantValue(None)
 
 
 @handles(builtins.id)
-def _id(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from ..values.identity import ObjectIdValue
-
+def _id(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if len(args) != 1 or kwargs:
         raise Unsupported("id() with other than one argument (TypeError)")
     return ObjectIdValue(args[0])
 
 
 @handles(builtins.print)
-def _print(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _print(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     raise Unsupported(
         "print()", hint="Printing is a side effect; print outside the compiled function."
     )
 
 
 @handles(builtins.super)
-def _super(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _super(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if args:
         return make_super(tx, None, args[0], args[1])
     frame = tx.frames[-1]
@@ -245,9 +252,7 @@ def _super(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Val
     return make_super(tx, None, cls, receiver)
 
 
-def make_super(tx: TraceSession, super_fn: Value | None, cls: Value, receiver: Value) -> Value:
-    from ..values.objects import SuperValue
-
+def make_super(tx: Context, super_fn: Value | None, cls: Value, receiver: Value) -> Value:
     if super_fn is not None and not (
         super_fn.is_constant() and super_fn.as_constant() is builtins.super
     ):
@@ -257,7 +262,7 @@ def make_super(tx: TraceSession, super_fn: Value | None, cls: Value, receiver: V
 
 # ----------------------------------------------------------------- numbers
 def _number_reduce(pick: Any) -> Handler:
-    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def handler(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         items = tx.unpack(args[0]) if len(args) == 1 else list(args)
         default = kwargs.pop("default", None)
         key = kwargs.pop("key", None)
@@ -290,12 +295,12 @@ _HANDLERS[builtins.max] = _number_reduce(max)
 
 
 @handles(builtins.abs)
-def _abs(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _abs(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ops.unary(tx, operator.abs, args[0])
 
 
 @handles(builtins.round)
-def _round(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _round(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if all(a.is_constant() for a in args):
         return _fold_call(tx, round, args, kwargs)
     if isinstance(args[0], TensorValue):
@@ -304,7 +309,7 @@ def _round(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Val
 
 
 @handles(builtins.sum)
-def _sum(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _sum(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     items = tx.unpack(args[0])
     total = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
     for item in items:
@@ -313,7 +318,7 @@ def _sum(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 
 @handles(builtins.any)
-def _any(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _any(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     it = tx.iterate(args[0])
     assert isinstance(it, IteratorValue)
     while (v := it.next_value(tx)) is not None:
@@ -323,7 +328,7 @@ def _any(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 
 @handles(builtins.all)
-def _all(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _all(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     it = tx.iterate(args[0])
     assert isinstance(it, IteratorValue)
     while (v := it.next_value(tx)) is not None:
@@ -333,7 +338,7 @@ def _all(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 
 def _scalar_type(kind: type) -> Handler:
-    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def handler(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if not args:
             return ConstantValue(kind())
         if kind is bool:
@@ -356,30 +361,30 @@ for _kind in (int, float, bool, str):
 
 # ----------------------------------------------------------------- containers and iteration
 @handles(builtins.range)
-def _range(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _range(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return _fold_call(tx, range, args, kwargs)
 
 
 @handles(builtins.tuple)
-def _tuple(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _tuple(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return TupleValue(tx.unpack(args[0]) if args else [])
 
 
 @handles(builtins.list)
-def _list(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _list(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ListValue(tx.unpack(args[0]) if args else [])
 
 
 @handles(builtins.set, builtins.frozenset)
-def _set(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _set(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return _new_set(tx, args, frozen=False)
 
 
-def _frozenset(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _frozenset(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return _new_set(tx, args, frozen=True)
 
 
-def _new_set(tx: TraceSession, args: list[Value], *, frozen: bool) -> Value:
+def _new_set(tx: Context, args: list[Value], *, frozen: bool) -> Value:
     """``set(x)``/``frozenset(x)``; the key mirror is built by the same real construction
     (from a set, a constant, a dict or another iterable), so it iterates in Python's order."""
     kind = frozenset if frozen else set
@@ -392,7 +397,7 @@ def _new_set(tx: TraceSession, args: list[Value], *, frozen: bool) -> Value:
         items = list(arg.value)
         return SetValue({v: ConstantValue(v) for v in items}, frozen, order=kind(arg.value))
     values = tx.unpack(arg)
-    keys = [_set_key(tx, v) for v in values]
+    keys = [v.hash_key(tx) for v in values]
     members: dict[Any, Value] = {}
     for k, v in zip(keys, values):
         members.setdefault(k, v)
@@ -400,17 +405,11 @@ def _new_set(tx: TraceSession, args: list[Value], *, frozen: bool) -> Value:
     return SetValue(members, frozen, order=order)
 
 
-def _set_key(tx: TraceSession, value: Value) -> Any:
-    from ..values.containers import _key
-
-    return _key(tx, value)
-
-
 _HANDLERS[builtins.frozenset] = _frozenset
 
 
 def _dict_factory(cls: type) -> Handler:
-    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def handler(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         out = DictValue({}, cls=cls)
         if args:
             out.update_from(
@@ -423,27 +422,25 @@ def _dict_factory(cls: type) -> Handler:
     return handler
 
 
-import collections  # noqa: E402
-
 _HANDLERS[builtins.dict] = _dict_factory(dict)
 _HANDLERS[collections.OrderedDict] = _dict_factory(collections.OrderedDict)
 
 
 @handles(dict.fromkeys)
-def _fromkeys(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _fromkeys(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     value = args[1] if len(args) > 1 else ConstantValue(None)
     return DictValue.from_pairs(tx, [(k, value) for k in tx.unpack(args[0])])
 
 
 @handles(builtins.iter)
-def _iter(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _iter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
     return tx.iterate(args[0])
 
 
 @handles(builtins.next)
-def _next(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _next(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     it = args[0]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"next() of {it.describe()}")
@@ -455,7 +452,7 @@ def _next(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Valu
     return value
 
 
-def _iterators(tx: TraceSession, values: list[Value]) -> list[IteratorValue]:
+def _iterators(tx: Context, values: list[Value]) -> list[IteratorValue]:
     its = [tx.iterate(v) for v in values]
     for it in its:
         if not isinstance(it, IteratorValue):
@@ -464,7 +461,7 @@ def _iterators(tx: TraceSession, values: list[Value]) -> list[IteratorValue]:
 
 
 @handles(builtins.zip)
-def _zip(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
         lists = [tx.unpack(a) for a in args]
         if len({len(x) for x in lists}) > 1:
@@ -474,7 +471,7 @@ def _zip(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value
 
 
 @handles(builtins.enumerate)
-def _enumerate(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _enumerate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     start = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
     (inner,) = _iterators(tx, args[:1])
     return _EnumerateIterator(inner, start.as_constant())
@@ -497,7 +494,7 @@ class _EnumerateIterator(IteratorValue):
             return None
         return [TupleValue([ConstantValue(self.count + i), v]) for i, v in enumerate(rest)]
 
-    def next_value(self, tx: TraceSession) -> Value | None:
+    def next_value(self, tx: Context) -> Value | None:
         v = self.inner.next_value(tx)
         if v is None:
             return None
@@ -507,19 +504,19 @@ class _EnumerateIterator(IteratorValue):
 
 
 @handles(builtins.reversed)
-def _reversed(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _reversed(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if isinstance(args[0], IteratorValue):
         raise Unsupported("reversed() of an iterator (TypeError)")
     return ListIteratorValue(list(reversed(tx.unpack(args[0]))))
 
 
 @handles(builtins.map)
-def _map(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _map(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return MapIteratorValue("map", args[0], _iterators(tx, args[1:]))
 
 
 @handles(builtins.filter)
-def _filter(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _filter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     fn = args[0]
     if fn.is_constant() and fn.as_constant() is None:
         return MapIteratorValue("filter", None, _iterators(tx, args[1:]))
@@ -527,19 +524,15 @@ def _filter(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 
 @handles(builtins.sorted)
-def _sorted(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _sorted(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     out = ListValue(tx.unpack(args[0]))
     out.call_method(tx, "sort", [], kwargs)
     return out
 
 
 @handles(builtins.object)
-def _object(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from ..values.objects import NewObjectValue
-
+def _object(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return NewObjectValue(object)
 
 
 _OPERATORS: dict[Any, Handler] = {}
-
-from . import stdlib as _stdlib  # noqa: E402,F401  (registers functools/itertools/operator models)

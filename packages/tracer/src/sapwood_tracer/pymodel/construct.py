@@ -11,18 +11,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from ..errors import Unsupported
-from ..values.base import ConstantValue, Value, is_constant_type
+from ..guards.sources import HeldObjectSource
+from ..values.attributes import class_attribute
+from ..values.base import ConstantValue, Context, Value, is_constant_type
 from ..values.containers import NamedTupleValue
-from ..values.objects import ClassValue, NewObjectValue, class_attribute
+from ..values.modules import ModuleValue
+from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
 
 __all__ = ["construct"]
 
@@ -38,7 +36,7 @@ _FOLDED_CLASSES = (
 
 
 def construct(
-    tx: TraceSession, cls_value: ClassValue, args: list[Value], kwargs: dict[str, Value]
+    tx: Context, cls_value: ClassValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     cls = cls_value.cls
     if cls in _FOLDED_CLASSES:
@@ -86,7 +84,7 @@ def construct(
 
 
 def _stateless_torch_module(
-    tx: TraceSession, cls: type, args: list[Value], kwargs: dict[str, Value]
+    tx: Context, cls: type, args: list[Value], kwargs: dict[str, Value]
 ) -> Value | None:
     """``nn.CrossEntropyLoss()``, ``nn.ReLU()``, ... built in ``forward``: a torch module
     with constant arguments and no parameters or buffers is built for real while tracing (its
@@ -100,16 +98,13 @@ def _stateless_torch_module(
     )
     if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
         return None  # fresh random weights on every call: not a constant
-    from ..guards.sources import HeldObjectSource
-    from ..values.modules import ModuleValue
-
     tx.hold(module)
     return ModuleValue(
         module, HeldObjectSource(id(module), f"{cls.__qualname__} built in forward", module)
     )
 
 
-def _namedtuple(tx: TraceSession, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _namedtuple(tx: Context, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     defaults: dict[str, object] = getattr(cls, "_field_defaults", {})
     if cls.__new__ is not _namedtuple_new(cls):

@@ -9,11 +9,14 @@ folded; user objects get their dunder methods inlined (with the reflected fallba
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Unsupported
-from ..values.base import ConstantValue, Value
+from ..values.attributes import class_attribute
+from ..values.base import ConstantValue, Context, Value
 from ..values.containers import DictValue, ListValue, SetValue, TupleValue
+from ..values.identity import same_object
+from ..values.objects import NewObjectValue, ObjectValue
 from ..values.symbolic import (
     SizeValue,
     SymNumberValue,
@@ -21,11 +24,9 @@ from ..values.symbolic import (
     symbolic_binary,
     symbolic_unary,
 )
+from ..values.tensors import TensorValue
 
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
-
-__all__ = ["BINARY", "COMPARE", "INPLACE", "binary", "compare", "identical", "unary"]
+__all__ = ["BINARY", "COMPARE", "INPLACE", "binary", "compare", "unary"]
 
 BINARY: dict[str, Any] = {
     "+": operator.add,
@@ -104,8 +105,6 @@ _INPLACE_TO_BINARY = {
 
 
 def _is_tensor(v: Value) -> bool:
-    from ..values.tensors import TensorValue
-
     return isinstance(v, TensorValue)
 
 
@@ -118,7 +117,7 @@ def _fold(fn: Any, *values: Value) -> Value:
         ) from exc
 
 
-def binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
+def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for a binary or in-place operator function ``fn`` of :mod:`operator`."""
     base = _INPLACE_TO_BINARY.get(fn)
     if base is not None and not _is_tensor(a) and _is_tensor(b):
@@ -181,7 +180,7 @@ def _op_name(fn: Any) -> str:
     return getattr(fn, "__name__", str(fn))
 
 
-def _sequence_op(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
+def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     if fn is operator.add and type(a) is type(b) and isinstance(a, (TupleValue, ListValue)):
         return type(a)(a.items + b.items)  # type: ignore[attr-defined]
     if fn is operator.add and isinstance(a, TupleValue) and isinstance(b, TupleValue):
@@ -199,7 +198,7 @@ def _sequence_op(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
     return None
 
 
-def _fold_set(tx: TraceSession, fn: Any, a: SetValue, b: SetValue) -> Value:
+def _fold_set(tx: Context, fn: Any, a: SetValue, b: SetValue) -> Value:
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor):
         return a.combine(tx, fn, b)
     if a.is_constant() and b.is_constant():
@@ -207,9 +206,7 @@ def _fold_set(tx: TraceSession, fn: Any, a: SetValue, b: SetValue) -> Value:
     raise Unsupported(f"the operator {_op_name(fn)} on sets")
 
 
-def _user_dunder(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
-    from ..values.objects import NewObjectValue, ObjectValue, class_attribute
-
+def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     names = _DUNDER.get(fn)
     if names is None:
         return None
@@ -224,12 +221,12 @@ def _user_dunder(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value | None:
                 continue
             return result
     if fn in (operator.eq, operator.ne):
-        same = identical(tx, a, b)
+        same = same_object(tx, a, b)
         return ConstantValue(same if fn is operator.eq else not same)
     return None
 
 
-def unary(tx: TraceSession, fn: Any, a: Value) -> Value:
+def unary(tx: Context, fn: Any, a: Value) -> Value:
     if _is_tensor(a):
         return tx.graph.call_function(tx, fn, [a], {})
     if isinstance(a, SymNumberValue):
@@ -241,39 +238,11 @@ def unary(tx: TraceSession, fn: Any, a: Value) -> Value:
     raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()}")
 
 
-def compare(tx: TraceSession, op: str, a: Value, b: Value) -> Value:
+def compare(tx: Context, op: str, a: Value, b: Value) -> Value:
     return binary(tx, COMPARE[op], a, b)
 
 
-def identical(tx: TraceSession, a: Value, b: Value) -> bool:
-    """``a is b`` where it is decidable at trace time."""
-    from ..values.tensors import TensorValue, same_tensor
-
-    if a is b:
-        return True
-    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
-        return a.value is b.value
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
-        if isinstance(a, TensorValue) and isinstance(b, TensorValue):
-            return same_tensor(a, b)
-        return False
-    ka, kb = tx.identity_key(a), tx.identity_key(b)
-    if a.is_constant() != b.is_constant():
-        if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
-            const = a if isinstance(a, ConstantValue) else b
-            other = b if const is a else a
-            if other.is_constant():
-                return const.as_constant() is other.as_constant()
-        return False
-    if a.is_constant() and b.is_constant():
-        try:
-            return a.as_constant() is b.as_constant()
-        except Unsupported:
-            pass
-    return bool(ka == kb)
-
-
-def contains(tx: TraceSession, container: Value, item: Value) -> bool:
+def contains(tx: Context, container: Value, item: Value) -> bool:
     if _is_tensor(container):
         raise Unsupported("'in' on a tensor (data-dependent)")
     return container.contains(tx, item)

@@ -1,7 +1,7 @@
 """Models of standard-library callables: ``functools``, ``itertools``, ``operator`` and
-``inspect.signature``. Registered into the builtin table of ``_builtins`` on import.
+``inspect.signature``. Registered into the builtin table of :mod:`.builtins` on import.
 
-As in ``_builtins``, each handler works on values: iterators are consumed in order, calls
+As in :mod:`.builtins`, each handler works on values: iterators are consumed in order, calls
 of user callables are inlined, and ``operator`` functions dispatch like Python's operators.
 """
 
@@ -11,30 +11,28 @@ import functools
 import inspect
 import itertools
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Unsupported
-from ..values.base import ConstantValue, Value
+from ..values.base import ConstantValue, Context, IteratorValue, ListIteratorValue, Value
 from ..values.containers import TupleValue
-from ..values.functions import PartialValue
-from ..values.iterators import IteratorValue, ListIteratorValue
+from ..values.functions import BoundMethodValue, UserFunctionValue
+from ..values.identity import same_object
+from ..values.objects import PartialValue
 from . import operators as ops
 from .builtins import _HANDLERS, _OPERATORS, Handler, _iterators, handles
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
 
 __all__: list[str] = []
 
 
 # ----------------------------------------------------------------- functools / itertools
 @handles(functools.partial)
-def _partial(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _partial(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return PartialValue(args[0], list(args[1:]), dict(kwargs))
 
 
 @handles(functools.reduce)
-def _reduce(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _reduce(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     fn, items = args[0], tx.unpack(args[1])
     if len(args) > 2:
         acc = args[2]
@@ -61,14 +59,14 @@ class _StepIterator(IteratorValue):
     def describe(self) -> str:
         return f"an {self.what} iterator"
 
-    def next_value(self, tx: TraceSession) -> Value | None:
+    def next_value(self, tx: Context) -> Value | None:
         return self.step(tx)  # type: ignore[no-any-return]
 
 
 def _chained(sources: IteratorValue | list[Value]) -> _StepIterator:
     state: dict[str, Any] = {"current": None}
 
-    def step(tx: TraceSession) -> Value | None:
+    def step(tx: Context) -> Value | None:
         while True:
             if state["current"] is None:
                 if isinstance(sources, list):
@@ -89,18 +87,18 @@ def _chained(sources: IteratorValue | list[Value]) -> _StepIterator:
 
 
 @handles(itertools.chain)
-def _chain(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _chain(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return _chained(list(args))
 
 
 @handles(itertools.chain.from_iterable)
-def _chain_from(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _chain_from(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     (outer,) = _iterators(tx, args[:1])
     return _chained(outer)
 
 
 def _combinatoric(fn: Any) -> Handler:
-    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def handler(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
         if fn is itertools.product:
             pools = [tx.unpack(a) for a in args]
@@ -122,13 +120,13 @@ for _fn in (itertools.product, itertools.combinations, itertools.permutations):
 
 
 @handles(itertools.islice)
-def _islice(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _islice(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     (it,) = _iterators(tx, args[:1])
     bounds = slice(*(a.as_constant() for a in args[1:]))
     start, stop, stride = bounds.start or 0, bounds.stop, bounds.step or 1
     state = {"next": start, "index": 0}
 
-    def step(tx: TraceSession) -> Value | None:
+    def step(tx: Context) -> Value | None:
         if stop is not None and state["next"] >= stop:
             return None
         while state["index"] <= state["next"]:
@@ -145,7 +143,7 @@ def _islice(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 
 @handles(itertools.repeat)
-def _repeat(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _repeat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
         raise Unsupported("itertools.repeat without a count (infinite)")
@@ -153,12 +151,12 @@ def _repeat(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 
 @handles(itertools.accumulate)
-def _accumulate(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _accumulate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     (it,) = _iterators(tx, args[:1])
     fn = args[1] if len(args) > 1 else kwargs.get("func")
     state: dict[str, Any] = {"acc": kwargs.get("initial"), "started": False}
 
-    def step(tx: TraceSession) -> Value | None:
+    def step(tx: Context) -> Value | None:
         if not state["started"]:
             state["started"] = True
             if state["acc"] is not None:
@@ -179,11 +177,11 @@ def _accumulate(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -
 
 
 @handles(itertools.pairwise)
-def _pairwise(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _pairwise(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     (it,) = _iterators(tx, args[:1])
     state: dict[str, Any] = {"last": None}
 
-    def step(tx: TraceSession) -> Value | None:
+    def step(tx: Context) -> Value | None:
         if state["last"] is None:
             state["last"] = it.next_value(tx)
             if state["last"] is None:
@@ -199,12 +197,12 @@ def _pairwise(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> 
 
 
 @handles(itertools.zip_longest)
-def _zip_longest(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _zip_longest(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     its = _iterators(tx, args)
     fill = kwargs.get("fillvalue", ConstantValue(None))
     live = [True] * len(its)
 
-    def step(tx: TraceSession) -> Value | None:
+    def step(tx: Context) -> Value | None:
         if not any(live):
             return None
         parts: list[Value] = []
@@ -235,11 +233,9 @@ for _fn in [*ops.BINARY.values(), *ops.INPLACE.values(), *ops.COMPARE.values()]:
 for _unary in (operator.neg, operator.pos, operator.invert, operator.not_):
     _OPERATORS[_unary] = _unary_fn(_unary)
 _OPERATORS[operator.truth] = lambda tx, args, kwargs: ConstantValue(tx.truth(args[0]))
-_OPERATORS[operator.is_] = lambda tx, args, kwargs: ConstantValue(
-    ops.identical(tx, args[0], args[1])
-)
+_OPERATORS[operator.is_] = lambda tx, args, kwargs: ConstantValue(same_object(tx, args[0], args[1]))
 _OPERATORS[operator.is_not] = lambda tx, args, kwargs: ConstantValue(
-    not ops.identical(tx, args[0], args[1])
+    not same_object(tx, args[0], args[1])
 )
 _OPERATORS[operator.contains] = lambda tx, args, kwargs: ConstantValue(
     ops.contains(tx, args[0], args[1])
@@ -249,13 +245,13 @@ _OPERATORS[operator.index] = lambda tx, args, kwargs: _index(tx, args[0])
 _OPERATORS[operator.abs] = _unary_fn(operator.abs)
 
 
-def _index(tx: TraceSession, value: Value) -> Value:
+def _index(tx: Context, value: Value) -> Value:
     if not value.is_constant():
         raise Unsupported(f"operator.index of {value.describe()}")
     return ConstantValue(operator.index(value.as_constant()))
 
 
-def _setitem(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def _setitem(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     args[0].setitem(tx, args[1], args[2])
     return ConstantValue(None)
 
@@ -265,9 +261,7 @@ _OPERATORS[operator.mul] = _binary_fn(operator.mul)
 
 
 @handles(inspect.signature)
-def _signature(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    from ..values.functions import BoundMethodValue, UserFunctionValue
-
+def _signature(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     target = args[0]
     if kwargs:
         raise Unsupported("inspect.signature with options")

@@ -7,35 +7,20 @@ they change global state the graph cannot restore (``torch.manual_seed``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..errors import Unsupported
-from ..values.base import ConstantValue, Value
-from ..values.tensors import TensorValue, metadata_call
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
+from ..marks import is_disallowed
+from ..values.base import ConstantValue, Context, Value
+from ..values.tensors import metadata_call
 
 __all__ = ["call_torch_function"]
 
 
-def _contains_tensor(values: list[Value]) -> bool:
-    from ..values.containers import DictValue, ListValue, TupleValue
-
-    for v in values:
-        if isinstance(v, TensorValue):
-            return True
-        if isinstance(v, (TupleValue, ListValue)) and _contains_tensor(v.items):
-            return True
-        if isinstance(v, DictValue) and _contains_tensor([x for _, x in v.entries.values()]):
-            return True
-    return False
-
-
 def _const(value: Any) -> Any:
-    def handler(tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def handler(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return ConstantValue(value)
 
     return handler
@@ -128,11 +113,7 @@ def is_modelled_torch_function(fn: Any) -> bool:
         return False
 
 
-def call_torch_function(
-    tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]
-) -> Value:
-    from ..marks import is_disallowed
-
+def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if is_disallowed(fn):
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
         raise Unsupported(f"a call to {name}, which sapwood.disallow_in_graph keeps out of graphs")

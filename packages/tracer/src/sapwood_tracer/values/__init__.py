@@ -2,6 +2,16 @@
 
 Every value is a :class:`~sapwood_tracer.values.base.Value`; values that came from the
 frame's inputs carry the :class:`sapwood_graph.Source` they were read from, and the guards
-that make their use sound were recorded when they were wrapped (see ``_builder``).
-Values created during the trace carry no source.
+that make their use sound were recorded when they were wrapped (see
+:mod:`sapwood_tracer.interpreter.builder`). Values created during the trace carry no source.
+
+The modules, lowest first (each imports only those before it): :mod:`.base` (the
+:class:`~.base.Value` protocol, constants, builtins, list iterators), :mod:`.functions`,
+:mod:`.attributes` (class attribute lookup), :mod:`.containers`, :mod:`.iterators`,
+:mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`, :mod:`.objects`,
+:mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generators`.
+
+May import: the context protocol (:mod:`sapwood_tracer.context`), guards' sources, errors.
+A value that needs the trace (a node, a guard, an inlined call, a side effect, a model of a
+builtin) asks the context it is handed; it never imports the interpreter or the Python model.
 """

@@ -12,18 +12,30 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from sapwood_graph import Source
 
+from ..context import TraceContext
 from ..errors import Unsupported
 
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
+__all__ = [
+    "BoundBuiltinMethod",
+    "BuiltinValue",
+    "ConstantValue",
+    "Context",
+    "IteratorValue",
+    "ListIteratorValue",
+    "NullValue",
+    "Value",
+    "attribute_missing",
+    "is_constant_type",
+]
 
-__all__ = ["ConstantValue", "NullValue", "Value", "is_constant_type"]
+#: The running trace as a value sees it (implemented by the interpreter's session).
+Context = TraceContext["Value"]
 
 
 class Value:
@@ -48,48 +60,63 @@ class Value:
         raise Unsupported(f"{self.describe()} where a Python constant is needed")
 
     # -- protocol ------------------------------------------------------------------
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
 
-    def hasattr(self, tx: TraceSession, name: str) -> bool:
+    def hasattr(self, tx: Context, name: str) -> bool:
         try:
             self.getattr(tx, name)
         except _AttributeMissing:
             return False
         return True
 
-    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
         raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         raise Unsupported(f"calling {self.describe()}")
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         """The values iteration would produce (finite, no side effects)."""
         raise Unsupported(f"iterating over {self.describe()}")
 
-    def iterate(self, tx: TraceSession) -> Value:
-        from .iterators import ListIteratorValue
-
+    def iterate(self, tx: Context) -> Value:
         return ListIteratorValue(self.unpack(tx))
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         raise Unsupported(f"the truth value of {self.describe()}")
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         raise Unsupported(f"len() of {self.describe()}")
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         raise Unsupported(f"indexing {self.describe()}")
 
-    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+    def setitem(self, tx: Context, key: Value, value: Value) -> None:
         raise Unsupported(f"item assignment on {self.describe()}")
 
-    def delitem(self, tx: TraceSession, key: Value) -> None:
+    def delitem(self, tx: Context, key: Value) -> None:
         raise Unsupported(f"item deletion on {self.describe()}")
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         return any(tx.equal(v, item) for v in self.unpack(tx))
+
+    def hash_key(self, tx: Context) -> Any:
+        """The trace-time key that stands for this value as a dict key or set member: equal
+        for two values exactly when Python would find them equal as keys."""
+        if self.is_constant():
+            return self.as_constant()
+        cls = self.python_type()
+        if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
+            # equal-but-distinct objects would be one key in Python, two here
+            raise Unsupported(
+                f"{self.describe()} as a dict key or set member "
+                "(its class defines __hash__ or __eq__)"
+            )
+        ident = tx.identity_key(self)
+        if ident is not None:
+            return ident
+        raise Unsupported(f"{self.describe()} as a dict key or set member")
 
     def __repr__(self) -> str:
         return f"<{self.describe()}>"
@@ -178,9 +205,7 @@ class ConstantValue(Value):
     def as_constant(self) -> Any:
         return self.value
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BuiltinValue
-
+    def getattr(self, tx: Context, name: str) -> Value:
         try:
             attr = getattr(self.value, name)
         except AttributeError:
@@ -191,31 +216,141 @@ class ConstantValue(Value):
             return ConstantValue(attr)  # a read-only view derived from an immutable constant
         return tx.constant_or_wrap(attr)
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         try:
             items = list(self.value)
         except TypeError:
             raise Unsupported(f"iterating over {self.describe()}") from None
         return [tx.constant_or_wrap(v) for v in items]
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return bool(self.value)
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         try:
             return len(self.value)
         except TypeError:
             raise Unsupported(f"len() of {self.describe()}") from None
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         k = key.as_constant()
         try:
             return tx.constant_or_wrap(self.value[k])
         except (TypeError, IndexError, KeyError) as exc:
             raise Unsupported(f"indexing {self.describe()} raised {type(exc).__name__}") from exc
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         try:
             return item.as_constant() in self.value
         except TypeError:
             raise Unsupported(f"'in' on {self.describe()}") from None
+
+
+# ----------------------------------------------------------------- callables and iterators
+class BuiltinValue(Value):
+    """A function implemented in C or the standard library, modelled by :mod:`sapwood_tracer.pymodel.builtins`.
+
+    ``fn`` is the real object; it is only ever called on constants, by models that fold it.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        super().__init__(source)
+        self.fn = fn
+
+    def describe(self) -> str:
+        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        module = getattr(self.fn, "__module__", None)
+        return f"{module}.{name}" if module else str(name)
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.fn
+
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.call_builtin(self, args, kwargs)
+
+    def getattr(self, tx: Context, name: str) -> Value:
+        try:
+            attr = getattr(self.fn, name)
+        except AttributeError:
+            raise attribute_missing(self.describe(), name) from None
+        return tx.constant_or_wrap(attr)
+
+
+class BoundBuiltinMethod(Value):
+    """A method of a container value (``xs.append``): calls ``obj.call_method(name, ...)``."""
+
+    __slots__ = ("name", "receiver")
+
+    def __init__(self, receiver: Value, name: str) -> None:
+        super().__init__(None)
+        self.receiver = receiver
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.receiver.describe()}"
+
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return self.receiver.call_method(tx, self.name, args, kwargs)  # type: ignore[attr-defined, no-any-return]
+
+
+class IteratorValue(Value):
+    """Base of iterators: ``next_value`` returns the next value or ``None`` when exhausted."""
+
+    __slots__ = ()
+
+    def python_type(self) -> type:
+        return type(iter(()))
+
+    def next_value(self, tx: Context) -> Value | None:
+        raise NotImplementedError
+
+    def remaining(self) -> list[Value] | None:
+        """The items still to come, if known without running anything (for graph breaks
+        inside loops, where the rest of the loop gets them as a tuple); else None."""
+        return None
+
+    def iterate(self, tx: Context) -> Value:
+        return self
+
+    def unpack(self, tx: Context) -> list[Value]:
+        out = []
+        while (v := self.next_value(tx)) is not None:
+            out.append(v)
+            if len(out) > 100_000:
+                raise Unsupported("an iterator with more than 100000 items")
+        return out
+
+    def truth(self, tx: Context) -> bool:
+        return True
+
+
+class ListIteratorValue(IteratorValue):
+    """An iterator over a known list of values."""
+
+    __slots__ = ("index", "items")
+
+    def __init__(self, items: list[Value]) -> None:
+        super().__init__(None)
+        self.items = items
+        self.index = 0
+
+    def describe(self) -> str:
+        return "an iterator"
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.index >= len(self.items):
+            return None
+        v = self.items[self.index]
+        self.index += 1
+        return v
+
+    def remaining(self) -> list[Value] | None:
+        return list(self.items[self.index :])

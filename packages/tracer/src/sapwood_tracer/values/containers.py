@@ -13,13 +13,11 @@ Invariants:
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value, attribute_missing
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
+from .attributes import class_attribute, lookup_mro
+from .base import BoundBuiltinMethod, ConstantValue, Context, Value, attribute_missing
 
 __all__ = [
     "DictValue",
@@ -31,7 +29,7 @@ __all__ = [
 ]
 
 
-def _index(tx: TraceSession, key: Value) -> Any:
+def _index(tx: Context, key: Value) -> Any:
     if isinstance(key, SliceValue):
         return key.as_slice()
     if not key.is_constant():
@@ -54,19 +52,19 @@ class _SequenceValue(Value):
     def is_constant(self) -> bool:
         return all(v.is_constant() for v in self.items)
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         return list(self.items)
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return bool(self.items)
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         return len(self.items)
 
     def _new(self, items: list[Value]) -> Value:
         raise NotImplementedError
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         index = _index(tx, key)
         if isinstance(index, slice):
             return self._new(self.items[index])
@@ -93,14 +91,12 @@ class TupleValue(_SequenceValue):
     def _new(self, items: list[Value]) -> Value:
         return TupleValue(items)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BoundBuiltinMethod
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if name in ("count", "index"):
             return BoundBuiltinMethod(self, name)
         raise attribute_missing(self.describe(), name)
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         if name == "count":
             return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
         for i, v in enumerate(self.items):
@@ -139,12 +135,10 @@ class NamedTupleValue(TupleValue):
     def _new(self, items: list[Value]) -> Value:
         return TupleValue(items)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         fields = self.fields()
         if name in fields:
             return self.items[fields.index(name)]
-        from .objects import class_attribute
-
         found = class_attribute(tx, self.cls, name, self)
         if found is not None:
             return found
@@ -168,19 +162,17 @@ class ListValue(_SequenceValue):
     def _new(self, items: list[Value]) -> Value:
         return ListValue(items)
 
-    def check_mutable(self, tx: TraceSession) -> None:
+    def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
             # a list from the inputs: its final contents are written back after the graph
             tx.side_effects.mutate_container(self)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BoundBuiltinMethod
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if name in _LIST_METHODS:
             return BoundBuiltinMethod(self, name)
         raise attribute_missing(self.describe(), name)
 
-    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+    def setitem(self, tx: Context, key: Value, value: Value) -> None:
         self.check_mutable(tx)
         index = _index(tx, key)
         if isinstance(index, slice):
@@ -188,11 +180,11 @@ class ListValue(_SequenceValue):
         else:
             self.items[index] = value
 
-    def delitem(self, tx: TraceSession, key: Value) -> None:
+    def delitem(self, tx: Context, key: Value) -> None:
         self.check_mutable(tx)
         del self.items[_index(tx, key)]
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         none = ConstantValue(None)
         if name in ("index", "count", "copy"):
             pass
@@ -264,26 +256,6 @@ _LIST_METHODS = frozenset(
 )
 
 
-def _key(tx: TraceSession, key: Value) -> Any:
-    """The hashable trace-time key for a dict/set member."""
-    from .tensors import TensorValue
-
-    if isinstance(key, TensorValue):
-        return ("__tensor__", id(key))
-    if key.is_constant():
-        return key.as_constant()
-    cls = key.python_type()
-    if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
-        # equal-but-distinct objects would be one key in Python, two here
-        raise Unsupported(
-            f"{key.describe()} as a dict key or set member (its class defines __hash__ or __eq__)"
-        )
-    ident = tx.identity_key(key)
-    if ident is not None:
-        return ident
-    raise Unsupported(f"{key.describe()} as a dict key or set member")
-
-
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
@@ -297,10 +269,10 @@ class DictValue(Value):
         self.cls = cls
 
     @classmethod
-    def from_pairs(cls, tx: TraceSession, pairs: list[tuple[Value, Value]]) -> DictValue:
+    def from_pairs(cls, tx: Context, pairs: list[tuple[Value, Value]]) -> DictValue:
         out = cls({})
         for k, v in pairs:
-            out.entries[_key(tx, k)] = (k, v)
+            out.entries[k.hash_key(tx)] = (k, v)
         return out
 
     def describe(self) -> str:
@@ -315,50 +287,46 @@ class DictValue(Value):
     def as_constant(self) -> Any:
         return self.cls((k.as_constant(), v.as_constant()) for k, v in self.entries.values())
 
-    def check_mutable(self, tx: TraceSession) -> None:
+    def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
             if self.cls is not dict:
                 raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
             # a dict from the inputs: its final contents are written back after the graph
             tx.side_effects.mutate_container(self)
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         return [k for k, _ in self.entries.values()]
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return bool(self.entries)
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         return len(self.entries)
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
-        k = _key(tx, key)
+    def getitem(self, tx: Context, key: Value) -> Value:
+        k = key.hash_key(tx)
         if k not in self.entries:
             raise Unsupported(f"dict lookup of missing key {k!r} (KeyError)")
         return self.entries[k][1]
 
-    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+    def setitem(self, tx: Context, key: Value, value: Value) -> None:
         self.check_mutable(tx)
-        k = _key(tx, key)
+        k = key.hash_key(tx)
         old = self.entries.get(k)
         self.entries[k] = (old[0] if old else key, value)
 
-    def delitem(self, tx: TraceSession, key: Value) -> None:
+    def delitem(self, tx: Context, key: Value) -> None:
         self.check_mutable(tx)
-        k = _key(tx, key)
+        k = key.hash_key(tx)
         if k not in self.entries:
             raise Unsupported(f"del of missing dict key {k!r} (KeyError)")
         del self.entries[k]
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
-        return _key(tx, item) in self.entries
+    def contains(self, tx: Context, item: Value) -> bool:
+        return item.hash_key(tx) in self.entries
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BoundBuiltinMethod
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if self.cls not in (dict, collections.OrderedDict):
-            from .objects import class_attribute, lookup_mro
-
             klass, _ = lookup_mro(self.cls, name)
             if (
                 klass is not None
@@ -372,7 +340,7 @@ class DictValue(Value):
             return BoundBuiltinMethod(self, name)
         raise attribute_missing(self.describe(), name)
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         none = ConstantValue(None)
         if name == "keys":
             return ListValue([k for k, _ in self.entries.values()])
@@ -381,7 +349,7 @@ class DictValue(Value):
         if name == "items":
             return ListValue([TupleValue([k, v]) for k, v in self.entries.values()])
         if name == "get":
-            k = _key(tx, args[0])
+            k = args[0].hash_key(tx)
             if k in self.entries:
                 return self.entries[k][1]
             return args[1] if len(args) > 1 else none
@@ -395,14 +363,14 @@ class DictValue(Value):
                 self.setitem(tx, ConstantValue(kname), v)
             return none
         if name == "pop":
-            k = _key(tx, args[0])
+            k = args[0].hash_key(tx)
             if k in self.entries:
                 return self.entries.pop(k)[1]
             if len(args) > 1:
                 return args[1]
             raise Unsupported(f"dict.pop of missing key {k!r} (KeyError)")
         if name == "setdefault":
-            k = _key(tx, args[0])
+            k = args[0].hash_key(tx)
             if k not in self.entries:
                 self.entries[k] = (args[0], args[1] if len(args) > 1 else none)
             return self.entries[k][1]
@@ -411,7 +379,7 @@ class DictValue(Value):
             return none
         raise Unsupported(f"dict.{name}")
 
-    def update_from(self, tx: TraceSession, other: Value) -> None:
+    def update_from(self, tx: Context, other: Value) -> None:
         if isinstance(other, DictValue):
             for k, pair in other.entries.items():
                 old = self.entries.get(k)
@@ -451,19 +419,19 @@ class SetValue(Value):
         self.order = order if order is not None else set(members)
 
     @classmethod
-    def of(cls, tx: TraceSession, items: list[Value], frozen: bool = False) -> SetValue:
+    def of(cls, tx: Context, items: list[Value], frozen: bool = False) -> SetValue:
         out = cls({}, frozen)
         for v in items:
             out._add(tx, v)
         return out
 
-    def _add(self, tx: TraceSession, value: Value) -> None:
-        k = _key(tx, value)
+    def _add(self, tx: Context, value: Value) -> None:
+        k = value.hash_key(tx)
         if k not in self.members:
             self.members[k] = value
         self.order.add(k)
 
-    def add_all(self, tx: TraceSession, iterable: Value) -> None:
+    def add_all(self, tx: Context, iterable: Value) -> None:
         """``set.update(iterable)``, on the key mirror with the real operation where the
         argument is a set or a constant (the real update copies a set's table layout)."""
         if isinstance(iterable, SetValue):
@@ -494,35 +462,33 @@ class SetValue(Value):
             self.members[k].as_constant() for k in self.order
         )
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         if not self.is_constant():
             raise Unsupported("iterating over a set of non-constant members (order unknown)")
         return [self.members[k] for k in self.order]
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return bool(self.members)
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         return len(self.members)
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
-        return _key(tx, item) in self.members
+    def contains(self, tx: Context, item: Value) -> bool:
+        return item.hash_key(tx) in self.members
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BoundBuiltinMethod
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if name in ("add", "update", "discard", "remove", "union", "intersection", "copy"):
             return BoundBuiltinMethod(self, name)
         raise attribute_missing(self.describe(), name)
 
-    def combine(self, tx: TraceSession, op: Any, other: SetValue) -> SetValue:
+    def combine(self, tx: Context, op: Any, other: SetValue) -> SetValue:
         """``self <op> other`` for a set operator of :mod:`operator` (|, &, -, ^), computed on
         the real key sets so the result iterates in Python's order."""
         order = op(self.order, other.order)
         merged = {**other.members, **self.members}
         return SetValue({k: merged[k] for k in order}, isinstance(order, frozenset), order=order)
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         import operator
 
         if name in ("union", "intersection"):
@@ -541,7 +507,7 @@ class SetValue(Value):
             for a in args:
                 self.add_all(tx, a)
         elif name in ("discard", "remove"):
-            k = _key(tx, args[0])
+            k = args[0].hash_key(tx)
             if k not in self.members and name == "remove":
                 raise Unsupported("set.remove of a missing member (KeyError)")
             self.members.pop(k, None)

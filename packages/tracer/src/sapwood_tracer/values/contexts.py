@@ -12,15 +12,12 @@ when it fails (the session restores the grad mode and exits open autocast modes)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
+from .base import ConstantValue, Context, Value
 
 __all__ = ["AutocastValue", "ContextClassValue", "ContextExitValue", "GradModeValue"]
 
@@ -38,16 +35,16 @@ class GradModeValue(Value):
     def describe(self) -> str:
         return f"grad mode context (enabled={self.enabled})"
 
-    def enter(self, tx: TraceSession) -> Value:
+    def enter(self, tx: Context) -> Value:
         self.prior = torch.is_grad_enabled()
         tx.graph.record_state_call(tx, torch._C._set_grad_enabled, (self.enabled,))
         return ConstantValue(None)
 
-    def exit(self, tx: TraceSession) -> None:
+    def exit(self, tx: Context) -> None:
         assert self.prior is not None
         tx.graph.record_state_call(tx, torch._C._set_grad_enabled, (self.prior,))
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         raise Unsupported("a grad-mode context used as a decorator inside the compiled function")
 
 
@@ -64,11 +61,11 @@ class AutocastValue(Value):
     def describe(self) -> str:
         return "autocast context"
 
-    def enter(self, tx: TraceSession) -> Value:
+    def enter(self, tx: Context) -> Value:
         self.mode_proxy = tx.graph.record_state_call(tx, torch.amp._enter_autocast, self.args)
         return ConstantValue(None)
 
-    def exit(self, tx: TraceSession) -> None:
+    def exit(self, tx: Context) -> None:
         tx.graph.record_state_call(tx, torch.amp._exit_autocast, (self.mode_proxy,))
 
 
@@ -84,7 +81,7 @@ class ContextExitValue(Value):
     def describe(self) -> str:
         return f"__exit__ of {self.context.describe()}"
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if any(not (a.is_constant() and a.as_constant() is None) for a in args):
             raise Unsupported("leaving a with block through an exception")
         tx.exit_context(self.context)
@@ -112,7 +109,7 @@ class ContextClassValue(Value):
     def python_type(self) -> type:
         return type(self.cls)
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         cls = self.cls
         consts = [a.as_constant() for a in args]
         kw = {k: v.as_constant() for k, v in kwargs.items()}
@@ -170,11 +167,11 @@ class _AlreadyEntered(Value):
     def describe(self) -> str:
         return "set_grad_enabled context"
 
-    def enter(self, tx: TraceSession) -> Value:
+    def enter(self, tx: Context) -> Value:
         tx.loose_state.remove(self.inner)
         return ConstantValue(None)
 
-    def exit(self, tx: TraceSession) -> None:
+    def exit(self, tx: Context) -> None:
         self.inner.exit(tx)
 
 

@@ -3,33 +3,28 @@
 Invariants:
 
 * A user function is never called for real during a trace: calling one inlines its bytecode
-  in a child frame (see ``_trace.TraceSession.inline``).
+  in a child frame (see ``TraceContext.inline`` in :mod:`sapwood_tracer.context`).
 * A real function object read from the inputs is guarded by identity; its defaults and closure
   cells are read through sources, so changing them recompiles.
-* Builtins are modelled one by one (``_builtins``); an unknown builtin is refused, never run.
+* Builtins are modelled one by one (:mod:`sapwood_tracer.pymodel.builtins`); an unknown builtin is refused, never run.
 """
 
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sapwood_graph import ClosureCellSource, DefaultArgSource, Source
+from sapwood_graph import AttrSource, ClosureCellSource, DefaultArgSource, Source
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value, attribute_missing
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
+from ..guards.sources import HasAttrSource
+from .base import ConstantValue, Context, Value, attribute_missing
 
 __all__ = [
-    "BoundBuiltinMethod",
     "BoundMethodValue",
-    "BuiltinValue",
     "CellValue",
     "FunctionValue",
     "NestedFunctionValue",
-    "PartialValue",
     "RealCellValue",
     "UserFunctionValue",
 ]
@@ -47,12 +42,12 @@ class CellValue(Value):
     def describe(self) -> str:
         return "a closure cell"
 
-    def load(self, tx: TraceSession, name: str) -> Value:
+    def load(self, tx: Context, name: str) -> Value:
         if self.contents is None:
             raise Unsupported(f"free variable {name!r} read before assignment (NameError)")
         return self.contents
 
-    def store(self, tx: TraceSession, value: Value | None) -> None:
+    def store(self, tx: Context, value: Value | None) -> None:
         self.contents = value
 
 
@@ -69,7 +64,7 @@ class RealCellValue(Value):
     def describe(self) -> str:
         return "a closure cell"
 
-    def load(self, tx: TraceSession, name: str) -> Value:
+    def load(self, tx: Context, name: str) -> Value:
         if self.stored is not None:
             return self.stored
         try:
@@ -80,7 +75,7 @@ class RealCellValue(Value):
         self.stored = tx.wrap(contents, self.source)  # type: ignore[arg-type]
         return self.stored
 
-    def store(self, tx: TraceSession, value: Value | None) -> None:
+    def store(self, tx: Context, value: Value | None) -> None:
         if value is None:
             raise Unsupported("del of a nonlocal variable of a function defined outside")
         # written back to the real cell after the graph ran (see _side_effects)
@@ -98,22 +93,22 @@ class FunctionValue(Value):
     globals_source: Source | None
     name: str
 
-    def defaults(self, tx: TraceSession) -> tuple[Value, ...]:
+    def defaults(self, tx: Context) -> tuple[Value, ...]:
         raise NotImplementedError
 
-    def kwdefaults(self, tx: TraceSession) -> dict[str, Value]:
+    def kwdefaults(self, tx: Context) -> dict[str, Value]:
         raise NotImplementedError
 
-    def cells(self, tx: TraceSession) -> tuple[Value, ...]:
+    def cells(self, tx: Context) -> tuple[Value, ...]:
         raise NotImplementedError
 
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return tx.inline(self, args, kwargs)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "__name__":
             return ConstantValue(self.name)
         if name == "__qualname__":
@@ -139,21 +134,21 @@ class UserFunctionValue(FunctionValue):
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
-    def defaults(self, tx: TraceSession) -> tuple[Value, ...]:
+    def defaults(self, tx: Context) -> tuple[Value, ...]:
         assert self.source is not None
         return tuple(
             tx.wrap(v, DefaultArgSource(self.source, i))
             for i, v in enumerate(self.fn.__defaults__ or ())
         )
 
-    def kwdefaults(self, tx: TraceSession) -> dict[str, Value]:
+    def kwdefaults(self, tx: Context) -> dict[str, Value]:
         assert self.source is not None
         return {
             k: tx.wrap(v, DefaultArgSource(self.source, k))
             for k, v in (self.fn.__kwdefaults__ or {}).items()
         }
 
-    def cells(self, tx: TraceSession) -> tuple[Value, ...]:
+    def cells(self, tx: Context) -> tuple[Value, ...]:
         assert self.source is not None
         closure = self.fn.__closure__ or ()
         return tuple(
@@ -161,11 +156,7 @@ class UserFunctionValue(FunctionValue):
             for cell, name in zip(closure, self.code.co_freevars)
         )
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from sapwood_graph import AttrSource
-
-        from ..guards.sources import HasAttrSource
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
         if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__"):
@@ -211,13 +202,13 @@ class NestedFunctionValue(FunctionValue):
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
 
-    def defaults(self, tx: TraceSession) -> tuple[Value, ...]:
+    def defaults(self, tx: Context) -> tuple[Value, ...]:
         return self.default_values
 
-    def kwdefaults(self, tx: TraceSession) -> dict[str, Value]:
+    def kwdefaults(self, tx: Context) -> dict[str, Value]:
         return self.kwdefault_values
 
-    def cells(self, tx: TraceSession) -> tuple[Value, ...]:
+    def cells(self, tx: Context) -> tuple[Value, ...]:
         return self.cell_values
 
 
@@ -237,104 +228,12 @@ class BoundMethodValue(Value):
     def python_type(self) -> type:
         return types.MethodType
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return tx.call(self.function, [self.receiver, *args], kwargs)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "__self__":
             return self.receiver
         if name == "__func__":
             return self.function
         return self.function.getattr(tx, name)
-
-
-class BoundBuiltinMethod(Value):
-    """A method of a container value (``xs.append``): calls ``obj.call_method(name, ...)``."""
-
-    __slots__ = ("name", "receiver")
-
-    def __init__(self, receiver: Value, name: str) -> None:
-        super().__init__(None)
-        self.receiver = receiver
-        self.name = name
-
-    def describe(self) -> str:
-        return f"method {self.name} of {self.receiver.describe()}"
-
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        return self.receiver.call_method(tx, self.name, args, kwargs)  # type: ignore[attr-defined, no-any-return]
-
-
-class BuiltinValue(Value):
-    """A function implemented in C or the standard library, modelled by ``_builtins``.
-
-    ``fn`` is the real object; it is only ever called on constants, by models that fold it.
-    """
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Any, source: Source | None = None) -> None:
-        super().__init__(source)
-        self.fn = fn
-
-    def describe(self) -> str:
-        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
-        module = getattr(self.fn, "__module__", None)
-        return f"{module}.{name}" if module else str(name)
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def is_constant(self) -> bool:
-        return True
-
-    def as_constant(self) -> Any:
-        return self.fn
-
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from ..pymodel.builtins import call_builtin
-
-        return call_builtin(tx, self, args, kwargs)
-
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        try:
-            attr = getattr(self.fn, name)
-        except AttributeError:
-            raise attribute_missing(self.describe(), name) from None
-        return tx.constant_or_wrap(attr)
-
-
-class PartialValue(Value):
-    """``functools.partial(fn, *args, **kwargs)``."""
-
-    __slots__ = ("args", "fn", "kwargs")
-
-    def __init__(
-        self, fn: Value, args: list[Value], kwargs: dict[str, Value], source: Source | None = None
-    ) -> None:
-        super().__init__(source)
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-
-    def describe(self) -> str:
-        return f"partial({self.fn.describe()})"
-
-    def python_type(self) -> type:
-        import functools
-
-        return functools.partial
-
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
-
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .containers import DictValue, TupleValue
-
-        if name == "func":
-            return self.fn
-        if name == "args":
-            return TupleValue(list(self.args))
-        if name == "keywords":
-            return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
-        raise attribute_missing(self.describe(), name)

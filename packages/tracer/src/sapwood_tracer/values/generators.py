@@ -11,12 +11,11 @@ import types
 from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value
+from .base import ConstantValue, Context, Value
 from .iterators import IteratorValue
 
 if TYPE_CHECKING:
-    from ..interpreter.frame import SymbolicFrame
-    from ..interpreter.session import TraceSession
+    from ..context import FrameState
 
 __all__ = ["GeneratorValue"]
 
@@ -26,7 +25,7 @@ class GeneratorValue(IteratorValue):
 
     __slots__ = ("done", "frame", "running")
 
-    def __init__(self, frame: SymbolicFrame) -> None:
+    def __init__(self, frame: FrameState[Value]) -> None:
         super().__init__(None)
         self.frame = frame
         self.done = False
@@ -38,7 +37,7 @@ class GeneratorValue(IteratorValue):
     def python_type(self) -> type:
         return types.GeneratorType
 
-    def next_value(self, tx: TraceSession) -> Value | None:
+    def next_value(self, tx: Context) -> Value | None:
         if self.done:
             return None
         if self.running:

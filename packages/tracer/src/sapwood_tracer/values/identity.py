@@ -17,27 +17,41 @@ Invariants:
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value
+from .base import ConstantValue, Context, Value
 from .tensors import TensorValue, same_tensor
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
 
 __all__ = ["ObjectIdValue", "compare_ids", "same_object"]
 
 _ID_HINT = "Compare objects with `is`, or compare id() with another id() only."
 
 
-def same_object(tx: TraceSession, a: Value, b: Value) -> bool:
+def same_object(tx: Context, a: Value, b: Value) -> bool:
     """``a is b``, answered from the trace's knowledge (or refused)."""
-    if isinstance(a, TensorValue) and isinstance(b, TensorValue):
-        return same_tensor(a, b)
-    from ..pymodel import operators as _operators
-
-    return _operators.identical(tx, a, b)
+    if a is b:
+        return True
+    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+        return a.value is b.value
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+            return same_tensor(a, b)
+        return False
+    ka, kb = tx.identity_key(a), tx.identity_key(b)
+    if a.is_constant() != b.is_constant():
+        if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
+            const = a if isinstance(a, ConstantValue) else b
+            other = b if const is a else a
+            if other.is_constant():
+                return const.as_constant() is other.as_constant()
+        return False
+    if a.is_constant() and b.is_constant():
+        try:
+            return a.as_constant() is b.as_constant()
+        except Unsupported:
+            pass
+    return bool(ka == kb)
 
 
 class ObjectIdValue(Value):
@@ -60,11 +74,11 @@ class ObjectIdValue(Value):
             f"the number {self.describe()} (it is not known while tracing)", hint=_ID_HINT
         )
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return True  # an id is never 0
 
 
-def compare_ids(tx: TraceSession, op: Any, a: Value, b: Value) -> Value | None:
+def compare_ids(tx: Context, op: Any, a: Value, b: Value) -> Value | None:
     """``a == b`` or ``a != b`` where either side is an ``id()``; None if neither is."""
     if not (isinstance(a, ObjectIdValue) or isinstance(b, ObjectIdValue)):
         return None

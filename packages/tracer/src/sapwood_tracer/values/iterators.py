@@ -7,74 +7,10 @@ built from an input container iterates over the container's guarded snapshot.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from .base import Context, IteratorValue, Value
+from .containers import TupleValue
 
-from ..errors import Unsupported
-from .base import Value
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
-
-__all__ = ["IteratorValue", "ListIteratorValue", "MapIteratorValue", "StopIterationValue"]
-
-
-class IteratorValue(Value):
-    """Base of iterators: ``next_value`` returns the next value or ``None`` when exhausted."""
-
-    __slots__ = ()
-
-    def python_type(self) -> type:
-        return type(iter(()))
-
-    def next_value(self, tx: TraceSession) -> Value | None:
-        raise NotImplementedError
-
-    def remaining(self) -> list[Value] | None:
-        """The items still to come, if known without running anything (for graph breaks
-        inside loops, where the rest of the loop gets them as a tuple); else None."""
-        return None
-
-    def iterate(self, tx: TraceSession) -> Value:
-        return self
-
-    def unpack(self, tx: TraceSession) -> list[Value]:
-        out = []
-        while (v := self.next_value(tx)) is not None:
-            out.append(v)
-            if len(out) > 100_000:
-                raise Unsupported("an iterator with more than 100000 items")
-        return out
-
-    def truth(self, tx: TraceSession) -> bool:
-        return True
-
-
-class StopIterationValue(Exception):
-    """Raised by ``next()`` on an exhausted iterator during the trace."""
-
-
-class ListIteratorValue(IteratorValue):
-    """An iterator over a known list of values."""
-
-    __slots__ = ("index", "items")
-
-    def __init__(self, items: list[Value]) -> None:
-        super().__init__(None)
-        self.items = items
-        self.index = 0
-
-    def describe(self) -> str:
-        return "an iterator"
-
-    def next_value(self, tx: TraceSession) -> Value | None:
-        if self.index >= len(self.items):
-            return None
-        v = self.items[self.index]
-        self.index += 1
-        return v
-
-    def remaining(self) -> list[Value] | None:
-        return list(self.items[self.index :])
+__all__ = ["MapIteratorValue"]
 
 
 class MapIteratorValue(IteratorValue):
@@ -92,8 +28,6 @@ class MapIteratorValue(IteratorValue):
         return f"a {self.kind} iterator"
 
     def remaining(self) -> list[Value] | None:
-        from .containers import TupleValue
-
         if self.kind != "zip":
             return None  # map/filter would run their callable
         parts = [it.remaining() for it in self.sources]
@@ -101,9 +35,7 @@ class MapIteratorValue(IteratorValue):
             return None
         return [TupleValue(list(items)) for items in zip(*parts)]  # type: ignore[arg-type]
 
-    def next_value(self, tx: TraceSession) -> Value | None:
-        from .containers import TupleValue
-
+    def next_value(self, tx: Context) -> Value | None:
         while True:
             parts = []
             for it in self.sources:

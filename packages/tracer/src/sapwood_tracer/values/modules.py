@@ -13,7 +13,7 @@ is guarded, so registering or removing a hook later recompiles. Container protoc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -21,11 +21,9 @@ from sapwood_graph import AttrSource, Source
 
 from ..errors import Unsupported
 from ..guards.sources import ContainsSource, HasAttrSource, HeldObjectSource, ModuleHooksSource
-from .base import ConstantValue, Value, attribute_missing
-from .objects import _is_data_descriptor, class_attribute, held, lookup_mro
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
+from .attributes import class_attribute, held, is_data_descriptor, lookup_mro
+from .base import ConstantValue, Context, Value, attribute_missing
+from .containers import DictValue, ListValue, SliceValue, TupleValue
 
 __all__ = ["ModuleValue"]
 
@@ -65,7 +63,7 @@ class ModuleValue(Value):
         assert self.source is not None
         return self.source
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "__dict__":
             raise Unsupported(f"{self.describe()}.__dict__ (use attribute access instead)")
         pending = tx.side_effects.pending_attr(self.module, name)
@@ -76,7 +74,7 @@ class ModuleValue(Value):
         if cls.__getattribute__ is not object.__getattribute__:
             raise Unsupported(f"modules of {cls.__qualname__}, which define __getattribute__")
         klass, raw = lookup_mro(cls, name)
-        if klass is not None and _is_data_descriptor(raw):
+        if klass is not None and is_data_descriptor(raw):
             found = class_attribute(tx, cls, name, self)
             assert found is not None
             return found
@@ -104,7 +102,7 @@ class ModuleValue(Value):
         tx.guard_false(HasAttrSource(self._src(), name))
         raise attribute_missing(self.describe(), name)
 
-    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
         if isinstance(self.source, HeldObjectSource):
             raise Unsupported(f"assigning attributes of {self.describe()} built during the trace")
         module = self.module
@@ -113,17 +111,15 @@ class ModuleValue(Value):
         for store in ("_parameters", "_modules"):
             if name in module.__dict__.get(store, {}):
                 raise Unsupported(f"replacing the {store[1:-1]} {name!r} of {self.describe()}")
-        from .modules import ModuleValue as _M
-
-        if isinstance(value, _M):
+        if isinstance(value, ModuleValue):
             raise Unsupported(f"assigning a module to {self.describe()}.{name}")
         klass, raw = lookup_mro(type(module), name)
-        if klass is not None and _is_data_descriptor(raw):
+        if klass is not None and is_data_descriptor(raw):
             raise Unsupported(f"assigning {name!r} through a descriptor of {self.describe()}")
         tx.record_attr_write(self, name, value)
 
     # -- calling -----------------------------------------------------------------------------
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         module = self.module
         cls = type(module)
         if getattr(cls, "__sapwood_compiled_module__", False):
@@ -148,16 +144,12 @@ class ModuleValue(Value):
             return tx.call(self.getattr(tx, "forward"), args, kwargs)
         return self.call_with_hooks(tx, args, kwargs)
 
-    def call_with_hooks(
-        self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]
-    ) -> Value:
+    def call_with_hooks(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         """``Module._call_impl`` with forward (pre-)hooks, each hook inlined in order.
 
         The hook dicts are wrapped through their sources, so adding or removing a hook
         recompiles; backward hooks are guarded absent.
         """
-        from .containers import DictValue, TupleValue
-
         src = self._src()
         for attr in ("_backward_hooks", "_backward_pre_hooks"):
             tx.guard_len(AttrSource(src, attr), 0)
@@ -192,7 +184,7 @@ class ModuleValue(Value):
                 output = result
         return output
 
-    def check_global_hooks(self, tx: TraceSession) -> None:
+    def check_global_hooks(self, tx: Context) -> None:
         for name, table in _global_hook_dicts():
             if table:
                 raise Unsupported(f"modules while global module hooks ({name}) are registered")
@@ -201,25 +193,23 @@ class ModuleValue(Value):
             )
 
     # -- container protocols (inlined from the module's own class) -------------------------
-    def _dunder(self, tx: TraceSession, name: str, args: list[Value]) -> Value:
+    def _dunder(self, tx: Context, name: str, args: list[Value]) -> Value:
         method = class_attribute(tx, type(self.module), name, self)
         if method is None:
             raise Unsupported(f"{name} of {self.describe()}")
         return tx.call(method, args, {})
 
-    def iterate(self, tx: TraceSession) -> Value:
+    def iterate(self, tx: Context) -> Value:
         return tx.iterate(self._dunder(tx, "__iter__", []))
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         return tx.unpack(self.iterate(tx))
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         result = self._dunder(tx, "__len__", [])
         return int(result.as_constant())
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
-        from .containers import ListValue, SliceValue
-
+    def getitem(self, tx: Context, key: Value) -> Value:
         if isinstance(self.module, torch.nn.ModuleList) and isinstance(key, SliceValue):
             # ModuleList[a:b] builds a new ModuleList of the same children; a list of the
             # children behaves the same for iteration, len and indexing.
@@ -227,17 +217,17 @@ class ModuleValue(Value):
             return ListValue([self._child(tx, name, m) for name, m in children])
         return self._dunder(tx, "__getitem__", [key])
 
-    def _child(self, tx: TraceSession, name: str, module: torch.nn.Module) -> Value:
+    def _child(self, tx: Context, name: str, module: torch.nn.Module) -> Value:
         source = AttrSource(self._src(), name)
         tx.member_stores[source] = "_modules"  # the guard reads the registry dict directly
         return tx.wrap(module, source)
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         if lookup_mro(type(self.module), "__contains__")[0] is None:
             return super().contains(tx, item)
         return tx.truth(self._dunder(tx, "__contains__", [item]))
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         if lookup_mro(type(self.module), "__len__")[0] is not None:
             return self.length(tx) > 0
         return True

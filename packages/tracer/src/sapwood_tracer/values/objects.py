@@ -1,4 +1,5 @@
-"""User objects, classes and Python modules.
+"""User objects, classes, Python modules, and objects of library classes (``os.environ``,
+weak references, loggers, ``functools.partial``).
 
 Invariants:
 
@@ -15,21 +16,29 @@ Invariants:
 from __future__ import annotations
 
 import collections.abc
+import functools
 import logging
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from sapwood_graph import AttrSource, ItemSource, Source
 
 from ..errors import Unsupported
-from ..guards.sources import ContainsSource, HasAttrSource, HeldObjectSource
-from .base import ConstantValue, Value, attribute_missing
+from ..guards.sources import ContainsSource, HasAttrSource, WeakRefTargetSource
+from .attributes import class_attribute, class_dict_source, held, is_data_descriptor, lookup_mro
+from .base import (
+    BoundBuiltinMethod,
+    BuiltinValue,
+    ConstantValue,
+    Context,
+    ListIteratorValue,
+    Value,
+    attribute_missing,
+)
+from .containers import DictValue, TupleValue
 from .functions import BoundMethodValue
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
 
 __all__ = [
     "ClassValue",
@@ -37,76 +46,11 @@ __all__ = [
     "LoggingCallValue",
     "NewObjectValue",
     "ObjectValue",
+    "PartialValue",
     "PyModuleValue",
     "SuperValue",
     "WeakRefValue",
-    "class_attribute",
-    "lookup_mro",
 ]
-
-_MISSING = object()
-
-
-def lookup_mro(cls: type, name: str) -> tuple[type | None, Any]:
-    """The class in ``cls.__mro__`` defining ``name`` and the raw attribute, or (None, _MISSING)."""
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass, klass.__dict__[name]
-    return None, _MISSING
-
-
-def held(obj: Any, label: str) -> HeldObjectSource:
-    return HeldObjectSource(id(obj), label, obj)
-
-
-def class_dict_source(klass: type, name: str) -> Source:
-    return ItemSource(AttrSource(held(klass, klass.__qualname__), "__dict__"), name)
-
-
-def _is_data_descriptor(attr: Any) -> bool:
-    t = type(attr)
-    return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
-
-
-def class_attribute(tx: TraceSession, cls: type, name: str, receiver: Value | None) -> Value | None:
-    """The value of class attribute ``name`` seen through an instance (``receiver``) or the
-    class itself (``receiver is None``); ``None`` if the class has no such attribute."""
-    klass, raw = lookup_mro(cls, name)
-    if klass is None:
-        return None
-    for earlier in cls.__mro__:
-        if earlier is klass:
-            break
-        # a class earlier in the MRO that later defined `name` would take precedence
-        tx.guard_false(
-            ContainsSource(AttrSource(held(earlier, earlier.__qualname__), "__dict__"), name)
-        )
-    source = class_dict_source(klass, name)
-    if isinstance(raw, staticmethod):
-        return tx.wrap(raw.__func__, AttrSource(source, "__func__"))
-    if isinstance(raw, classmethod):
-        fn = tx.wrap(raw.__func__, AttrSource(source, "__func__"))
-        return BoundMethodValue(fn, tx.wrap(cls, held(cls, cls.__qualname__)))
-    if isinstance(raw, types.FunctionType):
-        fn = tx.wrap(raw, source)
-        return fn if receiver is None else BoundMethodValue(fn, receiver)
-    if isinstance(raw, property):
-        if receiver is None:
-            return tx.constant_or_wrap(raw)
-        if raw.fget is None:
-            raise Unsupported(f"reading write-only property {name!r}")
-        fget = tx.wrap(raw.fget, AttrSource(source, "fget"))
-        return tx.call(fget, [receiver], {})
-    if hasattr(type(raw), "__get__") and not isinstance(raw, type):
-        # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
-        if receiver is None and isinstance(
-            raw, (types.WrapperDescriptorType, types.MethodDescriptorType)
-        ):
-            from .functions import BuiltinValue
-
-            return BuiltinValue(raw)
-        raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
-    return tx.wrap(raw, source)
 
 
 class _UserProtocols(Value):
@@ -114,7 +58,7 @@ class _UserProtocols(Value):
 
     __slots__ = ()
 
-    def _dunder(self, tx: TraceSession, name: str, args: list[Value]) -> Value:
+    def _dunder(self, tx: Context, name: str, args: list[Value]) -> Value:
         cls = self.python_type()
         klass, raw = lookup_mro(cls, name)
         if klass is None or not isinstance(raw, types.FunctionType):
@@ -127,42 +71,40 @@ class _UserProtocols(Value):
         klass, raw = lookup_mro(self.python_type(), name)
         return klass is not None and isinstance(raw, types.FunctionType)
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if not self._has("__call__"):
             raise Unsupported(f"calling {self.describe()}")
         method = class_attribute(tx, self.python_type(), "__call__", self)
         assert method is not None
         return tx.call(method, args, kwargs)
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         return self._dunder(tx, "__getitem__", [key])
 
-    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+    def setitem(self, tx: Context, key: Value, value: Value) -> None:
         self._dunder(tx, "__setitem__", [key, value])
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         return int(self._dunder(tx, "__len__", []).as_constant())
 
-    def iterate(self, tx: TraceSession) -> Value:
+    def iterate(self, tx: Context) -> Value:
         _, raw = lookup_mro(self.python_type(), "__iter__")
         if raw is collections.abc.Sequence.__iter__ and self._has("__len__"):
             # the Sequence mixin iterates self[0], self[1], ... until IndexError: with a
             # __len__, that is exactly the indices below len(self)
-            from .iterators import ListIteratorValue
-
             n = self.length(tx)
             return ListIteratorValue([self.getitem(tx, ConstantValue(i)) for i in range(n)])
         return tx.iterate(self._dunder(tx, "__iter__", []))
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         return tx.unpack(self.iterate(tx))
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         if self._has("__contains__"):
             return tx.truth(self._dunder(tx, "__contains__", [item]))
         return super().contains(tx, item)
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         if self._has("__bool__"):
             return bool(self._dunder(tx, "__bool__", []).as_constant())
         if self._has("__len__"):
@@ -189,7 +131,7 @@ class ObjectValue(_UserProtocols):
     def python_type(self) -> type:
         return type(self.obj)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "__dict__":
             raise Unsupported(f"{self.describe()}.__dict__ (use attribute access instead)")
         pending = tx.side_effects.pending_attr(self.obj, name)
@@ -201,7 +143,7 @@ class ObjectValue(_UserProtocols):
         if cls.__getattribute__ is not object.__getattribute__:
             return self.real_getattr(tx, name)
         klass, raw = lookup_mro(cls, name)
-        if klass is not None and _is_data_descriptor(raw):
+        if klass is not None and is_data_descriptor(raw):
             if isinstance(raw, property):
                 return _call_or_fail(class_attribute(tx, cls, name, self), name)
             assert self.source is not None
@@ -220,16 +162,16 @@ class ObjectValue(_UserProtocols):
             return self.custom_getattr(tx, name)
         raise self.missing(tx, name)
 
-    def missing(self, tx: TraceSession, name: str) -> Exception:
+    def missing(self, tx: Context, name: str) -> Exception:
         """The error for a missing attribute, guarding that it stays missing."""
         if self.source is not None:
             tx.guard_false(HasAttrSource(self.source, name))
         return attribute_missing(self.describe(), name)
 
-    def custom_getattr(self, tx: TraceSession, name: str) -> Value:
+    def custom_getattr(self, tx: Context, name: str) -> Value:
         return self.real_getattr(tx, name)
 
-    def real_getattr(self, tx: TraceSession, name: str) -> Value:
+    def real_getattr(self, tx: Context, name: str) -> Value:
         """Attribute lookup through a class's own ``__getattribute__``/``__getattr__``.
 
         The lookup runs for real now and again in the guard on every call (the attribute's
@@ -243,10 +185,10 @@ class ObjectValue(_UserProtocols):
             raise self.missing(tx, name) from None
         return tx.wrap(attr, AttrSource(self.source, name))
 
-    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
         cls = type(self.obj)
         klass, raw = lookup_mro(cls, name)
-        if klass is not None and _is_data_descriptor(raw):
+        if klass is not None and is_data_descriptor(raw):
             raise Unsupported(f"assigning {name!r} through a descriptor of {cls.__qualname__}")
         if cls.__setattr__ is not object.__setattr__ and not tx.plain_setattr(cls):
             raise Unsupported(
@@ -277,9 +219,9 @@ class NewObjectValue(_UserProtocols):
     def python_type(self) -> type:
         return self.cls
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         klass, raw = lookup_mro(self.cls, name)
-        if klass is not None and _is_data_descriptor(raw) and isinstance(raw, property):
+        if klass is not None and is_data_descriptor(raw) and isinstance(raw, property):
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
         if name in self.attrs:
             return self.attrs[name]
@@ -289,9 +231,9 @@ class NewObjectValue(_UserProtocols):
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
         raise attribute_missing(self.describe(), name)
 
-    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
         klass, raw = lookup_mro(self.cls, name)
-        if klass is not None and _is_data_descriptor(raw):
+        if klass is not None and is_data_descriptor(raw):
             raise Unsupported(f"assigning {name!r} through a descriptor of {self.cls.__qualname__}")
         self.attrs[name] = value
 
@@ -317,7 +259,7 @@ class ClassValue(Value):
     def as_constant(self) -> Any:
         return self.cls
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "__name__":
             return ConstantValue(self.cls.__name__)
         if name == "__qualname__":
@@ -327,10 +269,8 @@ class ClassValue(Value):
             raise attribute_missing(self.describe(), name)
         return found
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from ..pymodel.construct import construct
-
-        return construct(tx, self, args, kwargs)
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.construct(self, args, kwargs)
 
 
 class PyModuleValue(Value):
@@ -354,7 +294,7 @@ class PyModuleValue(Value):
     def as_constant(self) -> Any:
         return self.module
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         try:
             attr = getattr(self.module, name)
         except AttributeError:
@@ -403,7 +343,7 @@ class SuperValue(Value):
     def describe(self) -> str:
         return f"super({self.cls.__qualname__})"
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         receiver_type = self.receiver.python_type()
         if isinstance(self.receiver, ClassValue):
             receiver_type = self.receiver.cls
@@ -428,8 +368,6 @@ class SuperValue(Value):
             if isinstance(raw, property) and raw.fget is not None:
                 return tx.call(tx.wrap(raw.fget, AttrSource(source, "fget")), [self.receiver], {})
             if isinstance(raw, (types.WrapperDescriptorType, types.MethodDescriptorType)):
-                from .functions import BuiltinValue
-
                 return BoundMethodValue(BuiltinValue(raw), self.receiver)
             return tx.wrap(raw, source)
         raise attribute_missing(self.describe(), name)
@@ -450,7 +388,7 @@ class EnvironValue(Value):
     def python_type(self) -> type:
         return type(self.environ)
 
-    def _read(self, tx: TraceSession, key: Value) -> Value | None:
+    def _read(self, tx: Context, key: Value) -> Value | None:
         assert self.source is not None
         name = key.as_constant()
         if name in self.environ:
@@ -458,23 +396,21 @@ class EnvironValue(Value):
         tx.guard_false(ContainsSource(self.source, name))
         return None
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         found = self._read(tx, key)
         if found is None:
             raise Unsupported(f"os.environ[{key.as_constant()!r}] of an unset variable (KeyError)")
         return found
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         return self._read(tx, item) is not None
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BoundBuiltinMethod
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "get":
             return BoundBuiltinMethod(self, name)
         raise Unsupported(f"os.environ.{name}")
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         found = self._read(tx, args[0])
         if found is not None:
             return found
@@ -496,9 +432,7 @@ class WeakRefValue(Value):
     def python_type(self) -> type:
         return type(self.ref)
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from ..guards.sources import WeakRefTargetSource
-
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if args or kwargs:
             raise Unsupported("calling a weak reference with arguments (TypeError)")
         assert self.source is not None
@@ -539,7 +473,7 @@ class LoggingCallValue(Value):
     def describe(self) -> str:
         return f"logging method {getattr(self.method, '__name__', '?')}"
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         name = getattr(self.method, "__name__", "")
         if tx.breaks_allowed and not name.endswith("_once"):
             # output on every call: a graph break runs it eagerly each time
@@ -550,3 +484,35 @@ class LoggingCallValue(Value):
             *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
         )
         return ConstantValue(None)
+
+
+class PartialValue(Value):
+    """``functools.partial(fn, *args, **kwargs)``."""
+
+    __slots__ = ("args", "fn", "kwargs")
+
+    def __init__(
+        self, fn: Value, args: list[Value], kwargs: dict[str, Value], source: Source | None = None
+    ) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def describe(self) -> str:
+        return f"partial({self.fn.describe()})"
+
+    def python_type(self) -> type:
+        return functools.partial
+
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx: Context, name: str) -> Value:
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleValue(list(self.args))
+        if name == "keywords":
+            return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
+        raise attribute_missing(self.describe(), name)

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value, attribute_missing
+from .attributes import class_attribute
+from .base import BoundBuiltinMethod, ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, TupleValue
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
 
 __all__ = ["OrderedDataclassValue", "is_ordered_dataclass"]
 
@@ -43,7 +40,7 @@ class OrderedDataclassValue(Value):
 
     @classmethod
     def construct(
-        cls, tx: TraceSession, klass: type, args: list[Value], kwargs: dict[str, Value]
+        cls, tx: Context, klass: type, args: list[Value], kwargs: dict[str, Value]
     ) -> OrderedDataclassValue:
         names = [f.name for f in dataclasses.fields(klass)]
         values: dict[str, Value] = {}
@@ -81,21 +78,17 @@ class OrderedDataclassValue(Value):
     def items(self) -> list[tuple[str, Value]]:
         return [(k, v) for k, v in self.fields.items() if not _is_none(v)]
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
-        from .functions import BoundBuiltinMethod
-
+    def getattr(self, tx: Context, name: str) -> Value:
         if name in self.fields:
             return self.fields[name]
         if name in ("to_tuple", "keys", "values", "items", "get"):
             return BoundBuiltinMethod(self, name)
-        from .objects import class_attribute
-
         found = class_attribute(tx, self.cls, name, self)
         if found is None:
             raise attribute_missing(self.describe(), name)
         return found
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         items = self.items()
         if name == "to_tuple":
             return TupleValue([v for _, v in items])
@@ -110,7 +103,7 @@ class OrderedDataclassValue(Value):
             return dict(items).get(key, args[1] if len(args) > 1 else ConstantValue(None))
         raise Unsupported(f"{self.cls.__qualname__}.{name}")
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         k = key.as_constant()
         items = self.items()
         if isinstance(k, str):
@@ -121,7 +114,7 @@ class OrderedDataclassValue(Value):
         values = TupleValue([v for _, v in items])
         return values.getitem(tx, key)
 
-    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
         if name not in self.fields:
             raise Unsupported(f"setting the non-field attribute {name!r} of {self.describe()}")
         if _is_none(value) and not _is_none(self.fields[name]):
@@ -129,19 +122,19 @@ class OrderedDataclassValue(Value):
             raise Unsupported(f"assigning None to the set field {name!r} of {self.describe()}")
         self.fields[name] = value
 
-    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+    def setitem(self, tx: Context, key: Value, value: Value) -> None:
         self.setattr(tx, key.as_constant(), value)
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         return [ConstantValue(k) for k, _ in self.items()]
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         return len(self.items())
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return bool(self.items())
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         return item.as_constant() in dict(self.items())
 
     def rebuild_kwargs(self) -> dict[str, Value]:

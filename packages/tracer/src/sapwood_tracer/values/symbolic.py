@@ -21,34 +21,25 @@ Invariants:
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import sympy
 import torch
 
 from sapwood_graph import Source
 
-from ..errors import Unsupported
-from .base import ConstantValue, Value
+from .base import BoundBuiltinMethod, ConstantValue, Context, Value
 from .containers import NamedTupleValue, TupleValue
 
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
-    from .tensors import TensorValue
-
 __all__ = [
-    "SYMBOLIC_METADATA",
     "SizeValue",
     "SymNumberValue",
     "has_symbolic_shape",
+    "is_number_expr",
     "is_symbolic",
     "number_from_fake",
     "size_binary",
-    "size_of",
     "symbolic_binary",
     "symbolic_extreme",
-    "symbolic_numel",
-    "symbolic_size",
     "symbolic_unary",
 ]
 
@@ -107,10 +98,10 @@ class SymNumberValue(Value):
         # Specialising: the ShapeEnv records that this expression equals its example value.
         return self.python_type()(self.fake)
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         return bool(self.fake)  # guards on `value != 0`, not on the value
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         return ConstantValue(self.as_constant()).getattr(tx, name)
 
 
@@ -129,7 +120,7 @@ class SizeValue(NamedTupleValue):
     def _new(self, items: list[Value]) -> Value:
         return SizeValue(items)
 
-    def call_method(self, tx: TraceSession, name: str, args: list[Value], kwargs: dict) -> Value:
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         if name == "numel":
             total: Value = ConstantValue(1)
             for item in self.items:
@@ -137,10 +128,8 @@ class SizeValue(NamedTupleValue):
             return total
         return super().call_method(tx, name, args, kwargs)
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         if name == "numel":
-            from .functions import BoundBuiltinMethod
-
             return BoundBuiltinMethod(self, name)
         return super().getattr(tx, name)
 
@@ -149,7 +138,7 @@ def is_symbolic(value: Value) -> bool:
     return isinstance(value, SymNumberValue)
 
 
-def _is_number_expr(fake: Any) -> bool:
+def is_number_expr(fake: Any) -> bool:
     return bool(fake.node.expr.is_number)
 
 
@@ -158,23 +147,10 @@ def number_from_fake(proxy: Any, fake: Any) -> Value:
     if isinstance(fake, torch.SymBool):
         return ConstantValue(bool(fake))
     if isinstance(fake, _SYMBOLIC_TYPES):
-        if _is_number_expr(fake):
+        if is_number_expr(fake):
             return ConstantValue(fake.node.pytype(fake.node.expr))
         return SymNumberValue(proxy, fake)
     return ConstantValue(fake)
-
-
-def size_of(tx: TraceSession, tensor: TensorValue, dim: int) -> Value:
-    """``tensor.size(dim)``: a constant for a static dim, else a symbolic value whose proxy is
-    the symbol's own graph input where there is one (no node), else a ``sym_size`` node."""
-    size = tensor.fake.shape[dim]
-    if not isinstance(size, torch.SymInt) or _is_number_expr(size):
-        return ConstantValue(int(size))
-    expr = size.node.expr
-    og = tx.graph.og
-    if isinstance(expr, sympy.Symbol) and expr in og.root.bound_symbols:
-        return SymNumberValue(og.root.symbol_proxy(expr), size)
-    return tx.graph.call_function(tx, torch.ops.aten.sym_size.int, [tensor, ConstantValue(dim)], {})
 
 
 def _number_like(value: Value) -> bool:
@@ -189,12 +165,10 @@ def _fake_of(value: Value) -> Any:
     return value.fake if isinstance(value, SymNumberValue) else value.as_constant()
 
 
-def symbolic_binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
+def symbolic_binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` where at least one side may be symbolic and neither is a tensor."""
-    from ..pymodel import operators as _operators
-
     if not (is_symbolic(a) or is_symbolic(b)):
-        return _operators.binary(tx, fn, a, b)
+        return tx.binary_operation(fn, a, b)
     if _number_like(a) and _number_like(b):
         if fn in _COMPARISONS:
             # the ShapeEnv evaluates the condition and guards on it
@@ -204,10 +178,10 @@ def symbolic_binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
     if fn in (operator.eq, operator.ne) and not _number_like(a if is_symbolic(b) else b):
         return ConstantValue(fn is operator.ne)  # an int is never equal to a non-number
     # Anything else (a list times a size, a bit operation, ...) needs the real int: specialise.
-    return _operators.binary(tx, fn, _specialised(a), _specialised(b))
+    return tx.binary_operation(fn, _specialised(a), _specialised(b))
 
 
-def _sequence_items(tx: TraceSession, value: Value) -> list[Value] | None:
+def _sequence_items(tx: Context, value: Value) -> list[Value] | None:
     """The items of a tuple-like value (a tuple, a torch.Size, symbolic or constant)."""
     if isinstance(value, TupleValue):
         return list(value.items)
@@ -216,10 +190,8 @@ def _sequence_items(tx: TraceSession, value: Value) -> list[Value] | None:
     return None
 
 
-def size_binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
+def size_binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` where one side is a :class:`SizeValue` (a size with symbolic dims)."""
-    from ..pymodel import operators as _operators
-
     left, right = _sequence_items(tx, a), _sequence_items(tx, b)
     if fn in (operator.eq, operator.ne) and left is not None and right is not None:
         equal = len(left) == len(right) and all(
@@ -231,10 +203,10 @@ def size_binary(tx: TraceSession, fn: Any, a: Value, b: Value) -> Value:
     if fn is operator.add and left is not None and right is not None:
         return TupleValue([*left, *right])
     # anything else on sizes (ordering, repetition) needs the real ints: specialise
-    return _operators.binary(tx, fn, _specialised(a), _specialised(b))
+    return tx.binary_operation(fn, _specialised(a), _specialised(b))
 
 
-def symbolic_extreme(tx: TraceSession, pick: Any, items: list[Value]) -> Value:
+def symbolic_extreme(tx: Context, pick: Any, items: list[Value]) -> Value:
     """``max(...)``/``min(...)`` of numbers of which some are symbolic, without a guard."""
     fn = torch.sym_max if pick is max else torch.sym_min
     best = items[0]
@@ -243,14 +215,12 @@ def symbolic_extreme(tx: TraceSession, pick: Any, items: list[Value]) -> Value:
     return best
 
 
-def symbolic_unary(tx: TraceSession, fn: Any, a: SymNumberValue) -> Value:
+def symbolic_unary(tx: Context, fn: Any, a: SymNumberValue) -> Value:
     if fn in (operator.neg, operator.pos, operator.abs):
         return tx.graph.call_function(tx, fn, [a], {})
     if fn is operator.not_:
         return ConstantValue(not a.truth(tx))
-    from ..pymodel import operators as _operators
-
-    return _operators.unary(tx, fn, _specialised(a))
+    return tx.unary_operation(fn, _specialised(a))
 
 
 def _specialised(value: Value) -> Value:
@@ -260,45 +230,4 @@ def _specialised(value: Value) -> Value:
 
 
 def has_symbolic_shape(fake: torch.Tensor) -> bool:
-    return any(isinstance(s, torch.SymInt) and not _is_number_expr(s) for s in fake.shape)
-
-
-def _dim_argument(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> int | None:
-    if len(args) > 1 or set(kwargs) - {"dim"}:
-        raise Unsupported("Tensor.size() with more than one argument")
-    given = args[0] if args else kwargs.get("dim")
-    if given is None:
-        return None
-    dim = given.as_constant()
-    if not isinstance(dim, int):
-        raise Unsupported(f"Tensor.size({dim!r})")
-    ndim = tensor.fake.dim()
-    if not -ndim <= dim < ndim:
-        raise Unsupported(f"Tensor.size({dim}) of a {ndim}-d tensor (IndexError)")
-    return dim % ndim
-
-
-def symbolic_size(
-    tx: TraceSession, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
-) -> Value:
-    """``tensor.shape`` / ``tensor.size()`` / ``tensor.size(d)`` of a tensor with symbolic dims."""
-    dim = _dim_argument(tensor, args, kwargs)
-    if dim is not None:
-        return size_of(tx, tensor, dim)
-    return SizeValue([size_of(tx, tensor, d) for d in range(tensor.fake.dim())])
-
-
-def symbolic_numel(
-    tx: TraceSession, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
-) -> Value:
-    if args or kwargs:
-        raise Unsupported("Tensor.numel() takes no arguments")
-    return tx.graph.call_method(tx, "numel", [tensor], {})
-
-
-#: Tensor metadata methods whose answer stays symbolic for a tensor with symbolic dims.
-SYMBOLIC_METADATA: dict[str, Any] = {
-    "size": symbolic_size,
-    "numel": symbolic_numel,
-    "nelement": symbolic_numel,
-}
+    return any(isinstance(s, torch.SymInt) and not is_number_expr(s) for s in fake.shape)

@@ -19,30 +19,29 @@ Invariants:
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from sapwood_graph import FakePropagationError, Source
 
 from ..errors import Unsupported
-from .base import ConstantValue, Value, attribute_missing
+from .base import ConstantValue, Context, Value, attribute_missing
+from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 from .symbolic import (
-    SYMBOLIC_METADATA,
+    SizeValue,
     SymNumberValue,
     has_symbolic_shape,
+    is_number_expr,
     number_from_fake,
-    symbolic_size,
 )
-
-if TYPE_CHECKING:
-    from ..interpreter.session import TraceSession
 
 __all__ = [
     "TensorMethodValue",
     "TensorValue",
     "TorchFunctionValue",
     "same_tensor",
+    "size_of",
     "to_graph_arg",
     "wrap_graph_result",
 ]
@@ -70,7 +69,7 @@ class TensorValue(Value):
         return self.input_source is not None
 
     # -- metadata ----------------------------------------------------------------------------
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         fake = self.fake
         if name == "shape" and has_symbolic_shape(fake):
             return symbolic_size(tx, self, [], {})
@@ -97,35 +96,39 @@ class TensorValue(Value):
             return TensorMethodValue(self, name)
         raise attribute_missing(self.describe(), name)
 
-    def setattr(self, tx: TraceSession, name: str, value: Value) -> None:
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
         raise Unsupported(f"assigning Tensor.{name}")
 
-    def truth(self, tx: TraceSession) -> bool:
+    def truth(self, tx: Context) -> bool:
         raise Unsupported(
             "branching on a tensor's value (data-dependent control flow)",
             hint="Branch on a Python value instead, or use torch.where.",
         )
 
-    def length(self, tx: TraceSession) -> int:
+    def length(self, tx: Context) -> int:
         if self.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor (TypeError)")
         return int(self.fake.shape[0])
 
-    def unpack(self, tx: TraceSession) -> list[Value]:
+    def unpack(self, tx: Context) -> list[Value]:
         n = self.length(tx)
         return [
             tx.graph.call_function(tx, operator.getitem, [self, ConstantValue(i)], {})
             for i in range(n)
         ]
 
-    def getitem(self, tx: TraceSession, key: Value) -> Value:
+    def getitem(self, tx: Context, key: Value) -> Value:
         return tx.graph.call_function(tx, operator.getitem, [self, key], {})
 
-    def setitem(self, tx: TraceSession, key: Value, value: Value) -> None:
+    def setitem(self, tx: Context, key: Value, value: Value) -> None:
         tx.graph.call_function(tx, operator.setitem, [self, key, value], {})
 
-    def contains(self, tx: TraceSession, item: Value) -> bool:
+    def contains(self, tx: Context, item: Value) -> bool:
         raise Unsupported("'in' on a tensor (data-dependent)")
+
+    def hash_key(self, tx: Context) -> Any:
+        # a tensor hashes by identity, and one tensor is one value in the trace
+        return ("__tensor__", id(self))
 
 
 def _is_fake(t: Any) -> bool:
@@ -215,7 +218,7 @@ class TensorMethodValue(Value):
     def describe(self) -> str:
         return f"Tensor.{self.name}"
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         name = self.name
         if name in SYMBOLIC_METADATA and has_symbolic_shape(self.tensor.fake):
             return SYMBOLIC_METADATA[name](tx, self.tensor, args, kwargs)
@@ -231,7 +234,7 @@ class TensorMethodValue(Value):
         return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
 
 
-def metadata_call(tx: TraceSession, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def metadata_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """Call ``fn`` on fake values for a static metadata result (no node)."""
     fargs = [fake_arg(a) for a in args]
     fkwargs = {k: fake_arg(v) for k, v in kwargs.items()}
@@ -261,10 +264,8 @@ def fake_arg(value: Value) -> Any:
     raise Unsupported(f"passing {value.describe()} to a tensor metadata query")
 
 
-def to_graph_arg(tx: TraceSession, value: Value) -> Any:
+def to_graph_arg(tx: Context, value: Value) -> Any:
     """The argument to hand sapwood_graph for ``value`` (proxies for tensors, else constants)."""
-    from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
-
     if isinstance(value, (TensorValue, SymNumberValue)):
         return value.proxy
     if isinstance(value, ConstantValue):
@@ -290,9 +291,7 @@ def to_graph_arg(tx: TraceSession, value: Value) -> Any:
     raise Unsupported(f"passing {value.describe()} to a torch operation")
 
 
-def wrap_graph_result(tx: TraceSession, proxy: Any, fake: Any, what: str) -> Value:
-    from .containers import ListValue, NamedTupleValue, TupleValue
-
+def wrap_graph_result(tx: Context, proxy: Any, fake: Any, what: str) -> Value:
     if isinstance(fake, torch.Tensor):
         return TensorValue(proxy, fake)
     if isinstance(fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -339,17 +338,15 @@ class TorchFunctionValue(Value):
     def as_constant(self) -> Any:
         return self.fn
 
-    def getattr(self, tx: TraceSession, name: str) -> Value:
+    def getattr(self, tx: Context, name: str) -> Value:
         try:
             attr = getattr(self.fn, name)
         except AttributeError:
             raise attribute_missing(self.describe(), name) from None
         return tx.wrap_trusted(attr)
 
-    def call(self, tx: TraceSession, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        from ..pymodel.torch_functions import call_torch_function
-
-        return call_torch_function(tx, self.fn, args, kwargs)
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        return tx.call_torch_function(self.fn, args, kwargs)
 
 
 def same_tensor(a: TensorValue, b: TensorValue) -> bool:
@@ -376,3 +373,57 @@ def same_tensor(a: TensorValue, b: TensorValue) -> bool:
 def graph_error(exc: FakePropagationError) -> Unsupported:
     hint = "The result depends on tensor data." if exc.data_dependent else ""
     return Unsupported(f"the operation {exc.op} ({exc.reason})", hint=hint)
+
+
+# ----------------------------------------------------------------- symbolic sizes
+def size_of(tx: Context, tensor: TensorValue, dim: int) -> Value:
+    """``tensor.size(dim)``: a constant for a static dim, else a symbolic value whose proxy is
+    the symbol's own graph input where there is one (no node), else a ``sym_size`` node."""
+    size = tensor.fake.shape[dim]
+    if not isinstance(size, torch.SymInt) or is_number_expr(size):
+        return ConstantValue(int(size))
+    proxy = tx.graph.symbol_proxy(size.node.expr)
+    if proxy is not None:
+        return SymNumberValue(proxy, size)
+    return tx.graph.call_function(tx, torch.ops.aten.sym_size.int, [tensor, ConstantValue(dim)], {})
+
+
+def _dim_argument(tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]) -> int | None:
+    if len(args) > 1 or set(kwargs) - {"dim"}:
+        raise Unsupported("Tensor.size() with more than one argument")
+    given = args[0] if args else kwargs.get("dim")
+    if given is None:
+        return None
+    dim = given.as_constant()
+    if not isinstance(dim, int):
+        raise Unsupported(f"Tensor.size({dim!r})")
+    ndim = tensor.fake.dim()
+    if not -ndim <= dim < ndim:
+        raise Unsupported(f"Tensor.size({dim}) of a {ndim}-d tensor (IndexError)")
+    return dim % ndim
+
+
+def symbolic_size(
+    tx: Context, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """``tensor.shape`` / ``tensor.size()`` / ``tensor.size(d)`` of a tensor with symbolic dims."""
+    dim = _dim_argument(tensor, args, kwargs)
+    if dim is not None:
+        return size_of(tx, tensor, dim)
+    return SizeValue([size_of(tx, tensor, d) for d in range(tensor.fake.dim())])
+
+
+def symbolic_numel(
+    tx: Context, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    if args or kwargs:
+        raise Unsupported("Tensor.numel() takes no arguments")
+    return tx.graph.call_method(tx, "numel", [tensor], {})
+
+
+#: Tensor metadata methods whose answer stays symbolic for a tensor with symbolic dims.
+SYMBOLIC_METADATA: dict[str, Any] = {
+    "size": symbolic_size,
+    "numel": symbolic_numel,
+    "nelement": symbolic_numel,
+}

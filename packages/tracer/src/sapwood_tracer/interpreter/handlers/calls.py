@@ -14,10 +14,9 @@ from __future__ import annotations
 import types
 
 from ...errors import Unsupported
-from ...values.base import NULL, ConstantValue, Value
+from ...values.base import NULL, ConstantValue, IteratorValue, Value
 from ...values.containers import DictValue, TupleValue
 from ...values.functions import NestedFunctionValue
-from ...values.iterators import IteratorValue
 from ..frame import FrameSuspend, SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode

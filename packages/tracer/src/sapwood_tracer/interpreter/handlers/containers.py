@@ -6,7 +6,7 @@ Version differences: ``LIST_TO_TUPLE`` exists up to 3.11 (3.12 uses ``CALL_INTRI
 from __future__ import annotations
 
 from ...errors import Unsupported
-from ...values.base import Value
+from ...values.base import ConstantValue, Value
 from ...values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
@@ -144,6 +144,4 @@ def unpack_ex(frame: SymbolicFrame, inst: Instruction) -> None:
 
 @opcode("GET_LEN")
 def get_len(frame: SymbolicFrame, inst: Instruction) -> None:
-    from ...values.base import ConstantValue
-
     frame.push(ConstantValue(frame.tx.length(frame.peek())))

@@ -13,6 +13,7 @@ from sapwood_graph import GlobalSource, ItemSource, Source
 
 from ...errors import Unsupported
 from ...guards.sources import ContainsSource, HeldObjectSource
+from ...pymodel.builtins import make_super
 from ...values.base import NULL, ConstantValue, Value
 from ...values.functions import CellValue
 from ..frame import SymbolicFrame
@@ -201,8 +202,6 @@ def load_super_attr(frame: SymbolicFrame, inst: Instruction) -> None:
     receiver = frame.pop()
     cls = frame.pop()
     super_fn = frame.pop()
-    from ...pymodel.builtins import make_super
-
     sup = make_super(frame.tx, super_fn, cls, receiver)
     attr = frame.tx.getattr(sup, inst.argval)
     if inst.arg & 1:

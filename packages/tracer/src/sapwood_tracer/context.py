@@ -1,0 +1,236 @@
+"""What the value model and the model of Python may ask of the running trace.
+
+The interpreter's trace session implements these protocols; values
+(:mod:`sapwood_tracer.values`), the models of builtins, operators and torch functions
+(:mod:`sapwood_tracer.pymodel`) and the frame name only them, so none of them imports the
+interpreter. Everything a value can make happen outside itself goes through here:
+
+* **emit a node** — :class:`GraphRecorder` (``tx.graph``): torch calls become graph nodes,
+  and their fake results decide the result's value kind;
+* **add a guard** — :meth:`TraceContext.guard` and friends: facts the trace relied on, checked
+  on every later call before the compiled code runs;
+* **wrap an outside object** — :meth:`TraceContext.wrap`: a real object read through a
+  source becomes a value, with the guards that make using it sound;
+* **inline a call** — :meth:`TraceContext.call` / :meth:`TraceContext.inline`: user
+  functions run as child frames of the same trace, never for real;
+* **record a side effect** — :class:`EffectLog` (``tx.side_effects``): writes to objects that
+  existed before the call, replayed after the graph ran;
+* **ask the Python model** — :meth:`TraceContext.call_builtin`, ``call_torch_function``,
+  ``construct``, ``binary_operation``, ``unary_operation``: how Python and torch behave on
+  values, modelled above the value model (:mod:`sapwood_tracer.pymodel`).
+
+The protocols are generic in the value type ``V`` so this module, the lowest of the tracer's
+layers but the guards, names no value class: the value model spells the context it receives
+``Context`` (``TraceContext[Value]``, see :mod:`sapwood_tracer.values.base`).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from sapwood_graph import GuardKind, Source
+
+__all__ = ["EffectLog", "FrameState", "GraphRecorder", "TraceContext"]
+
+V = TypeVar("V")
+
+
+class GraphRecorder(Protocol[V]):
+    """The graph being recorded (the interpreter's graph bridge)."""
+
+    def call_function(self, tx: Any, fn: Any, args: list[V], kwargs: dict[str, V]) -> V:
+        """Record ``fn(*args, **kwargs)`` as a node; the value of its (fake) result."""
+        ...
+
+    def call_method(self, tx: Any, name: str, args: list[V], kwargs: dict[str, V]) -> V:
+        """Record ``args[0].name(*args[1:], **kwargs)`` as a node."""
+        ...
+
+    def record_state_call(self, tx: Any, fn: Any, args: tuple[Any, ...]) -> Any:
+        """Record a call that switches global torch state (grad mode, autocast); running it
+        on the fake values switches the state now, too. Returns its proxy."""
+        ...
+
+    def getitem_proxy(self, proxy: Any, index: int) -> Any:
+        """A proxy for item ``index`` of a node with several outputs."""
+        ...
+
+    def symbol_proxy(self, expr: Any) -> Any | None:
+        """The graph input bound to the size symbol ``expr``, if the graph has one."""
+        ...
+
+    def fake_mode(self) -> Any:
+        """The graph's fake tensor mode (for metadata questions on fake values)."""
+        ...
+
+
+class EffectLog(Protocol[V]):
+    """Side effects on objects that existed before the call, replayed after the graph."""
+
+    def mutate_container(self, container: V) -> None:
+        """A list or dict from the inputs changed: its final contents are written back."""
+        ...
+
+    def store_cell(self, cell: V) -> None:
+        """A real closure cell was assigned (``nonlocal``): its last value is written back."""
+        ...
+
+    def pending_attr(self, obj: Any, name: str) -> V | None:
+        """The value an attribute write of this trace gave ``obj.name``, if any."""
+        ...
+
+    def store_global(self, f_globals: dict[str, Any], name: str, value: V | None) -> None:
+        """A global was assigned (``None``: deleted)."""
+        ...
+
+    def pending_global(self, f_globals: dict[str, Any], name: str) -> tuple[bool, V | None]:
+        """``(True, value)`` if the trace assigned the global (value ``None``: deleted)."""
+        ...
+
+
+class FrameState(Protocol[V]):
+    """A symbolic frame as values see it (``super()`` reads its first argument; a generator
+    holds its suspended frame)."""
+
+    code: types.CodeType
+    locals: dict[str, V]
+    cells: dict[str, V]
+
+    def push(self, value: V) -> None: ...
+
+
+class TraceContext(Protocol[V]):
+    """One running trace, as values, the Python model and the frames see it."""
+
+    #: whether a construct that cannot be captured may become a graph break
+    breaks_allowed: bool
+    #: instructions this trace may still run before it is refused (runaway loops)
+    budget: int
+
+    @property
+    def graph(self) -> GraphRecorder[V]: ...
+
+    @property
+    def side_effects(self) -> EffectLog[V]: ...
+
+    @property
+    def f_globals(self) -> dict[str, Any]:
+        """The root function's globals (its globals are read through ``G`` in guards)."""
+        ...
+
+    @property
+    def frames(self) -> Sequence[FrameState[V]]:
+        """The active frames, innermost last."""
+        ...
+
+    @property
+    def member_stores(self) -> dict[Source, str]:
+        """Module attribute sources read from a module's registry dict (``_parameters``...)."""
+        ...
+
+    @property
+    def loose_state(self) -> list[V]:
+        """Grad-mode switches made by a call outside a ``with`` block, still in force."""
+        ...
+
+    # -- guards --------------------------------------------------------------------------
+    def guard(self, kind: GuardKind, source: Source, expected: Any) -> None: ...
+
+    def guard_false(self, source: Source) -> None: ...
+
+    def guard_len(self, source: Source, length: int) -> None: ...
+
+    def hold(self, obj: Any) -> None:
+        """Keep ``obj`` alive as long as the cache entry (its identity is guarded)."""
+        ...
+
+    # -- values from outside the trace ----------------------------------------------------
+    def wrap(self, obj: Any, source: Source, guard_identity_of: Any = None) -> V:
+        """``obj``, read through ``source``, as a value, with the guards that make it sound."""
+        ...
+
+    def wrap_trusted(self, obj: Any) -> V:
+        """A value for ``obj`` with no source (code constants, library attributes)."""
+        ...
+
+    def constant_or_wrap(self, obj: Any) -> V: ...
+
+    def real_cell(self, cell: types.CellType, source: Source) -> V:
+        """The value of a closure cell that existed before the trace (one per cell)."""
+        ...
+
+    # -- calls ----------------------------------------------------------------------------
+    def call(self, fn: V, args: list[V], kwargs: dict[str, V]) -> V: ...
+
+    def inline(self, fn: V, args: list[V], kwargs: dict[str, V]) -> V:
+        """Run a Python function's bytecode in a child frame of this trace."""
+        ...
+
+    def resume(self, frame: FrameState[V]) -> tuple[bool, V]:
+        """Run a suspended generator frame to its next ``yield`` (``(True, value)``) or to
+        its return (``(False, value)``)."""
+        ...
+
+    # -- Python's protocols on values ----------------------------------------------------
+    def lookup(self, obj: V, name: str) -> V:
+        """``obj.name``, raising the tracer's AttributeError where Python raises one."""
+        ...
+
+    def getattr(self, obj: V, name: str) -> V: ...
+
+    def getitem(self, container: V, key: V) -> V: ...
+
+    def iterate(self, value: V) -> V: ...
+
+    def unpack(self, value: V) -> list[V]: ...
+
+    def length(self, value: V) -> int: ...
+
+    def truth(self, value: V) -> bool: ...
+
+    def equal(self, a: V, b: V) -> bool:
+        """``a == b`` as ``in`` and ``list.index`` compute it (identity first)."""
+        ...
+
+    def identity_key(self, value: V) -> Any:
+        """A key equal for two values exactly when they are the same Python object."""
+        ...
+
+    def as_mapping(self, value: V) -> Any:
+        """``value`` as a dict value (for ``**kwargs``)."""
+        ...
+
+    def enter_context(self, manager: V) -> tuple[V, V]: ...
+
+    def exit_context(self, manager: V) -> None: ...
+
+    def record_attr_write(self, target: V, name: str, value: V) -> None:
+        """An attribute write on an object from the inputs (a side effect to replay)."""
+        ...
+
+    def plain_setattr(self, cls: type) -> bool: ...
+
+    def location(self) -> str | None:
+        """``file:line`` of the instruction running in the innermost frame."""
+        ...
+
+    # -- the model of Python and torch -----------------------------------------------------
+    def call_builtin(self, fn: V, args: list[V], kwargs: dict[str, V]) -> V:
+        """A call of a builtin or standard-library callable, as the model of Python does it."""
+        ...
+
+    def call_torch_function(self, fn: Any, args: list[V], kwargs: dict[str, V]) -> V:
+        """A call of a torch callable: a node, a folded metadata answer, or refused."""
+        ...
+
+    def construct(self, cls: V, args: list[V], kwargs: dict[str, V]) -> V:
+        """Calling a class: a new object, folded constant or named tuple."""
+        ...
+
+    def binary_operation(self, fn: Any, a: V, b: V) -> V:
+        """``fn(a, b)`` for an operator function of :mod:`operator`, as Python dispatches it."""
+        ...
+
+    def unary_operation(self, fn: Any, a: V) -> V: ...

@@ -1,0 +1,86 @@
+"""Python's attribute lookup on classes, as the value model needs it.
+
+:func:`class_attribute` answers ``instance.name`` / ``cls.name`` for a name that a class in
+the MRO defines: functions become bound methods, static and class methods unwrap, properties
+run their getter (inlined), builtin method descriptors become builtins. Every fact the answer
+relies on is guarded: the defining class's dict entry is read through its source, and each
+class earlier in the MRO is guarded not to define the name, so a later definition there
+recompiles instead of being missed.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from sapwood_graph import AttrSource, ItemSource, Source
+
+from ..errors import Unsupported
+from ..guards.sources import ContainsSource, HeldObjectSource
+from .base import BuiltinValue, Context, Value
+from .functions import BoundMethodValue
+
+__all__ = ["class_attribute", "class_dict_source", "held", "is_data_descriptor", "lookup_mro"]
+
+
+_MISSING = object()
+
+
+def lookup_mro(cls: type, name: str) -> tuple[type | None, Any]:
+    """The class in ``cls.__mro__`` defining ``name`` and the raw attribute, or (None, _MISSING)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass, klass.__dict__[name]
+    return None, _MISSING
+
+
+def held(obj: Any, label: str) -> HeldObjectSource:
+    return HeldObjectSource(id(obj), label, obj)
+
+
+def class_dict_source(klass: type, name: str) -> Source:
+    return ItemSource(AttrSource(held(klass, klass.__qualname__), "__dict__"), name)
+
+
+def is_data_descriptor(attr: Any) -> bool:
+    t = type(attr)
+    return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
+
+
+def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -> Value | None:
+    """The value of class attribute ``name`` seen through an instance (``receiver``) or the
+    class itself (``receiver is None``); ``None`` if the class has no such attribute."""
+    klass, raw = lookup_mro(cls, name)
+    if klass is None:
+        return None
+    for earlier in cls.__mro__:
+        if earlier is klass:
+            break
+        # a class earlier in the MRO that later defined `name` would take precedence
+        tx.guard_false(
+            ContainsSource(AttrSource(held(earlier, earlier.__qualname__), "__dict__"), name)
+        )
+    source = class_dict_source(klass, name)
+    if isinstance(raw, staticmethod):
+        return tx.wrap(raw.__func__, AttrSource(source, "__func__"))
+    if isinstance(raw, classmethod):
+        fn = tx.wrap(raw.__func__, AttrSource(source, "__func__"))
+        return BoundMethodValue(fn, tx.wrap(cls, held(cls, cls.__qualname__)))
+    if isinstance(raw, types.FunctionType):
+        fn = tx.wrap(raw, source)
+        return fn if receiver is None else BoundMethodValue(fn, receiver)
+    if isinstance(raw, property):
+        if receiver is None:
+            return tx.constant_or_wrap(raw)
+        if raw.fget is None:
+            raise Unsupported(f"reading write-only property {name!r}")
+        fget = tx.wrap(raw.fget, AttrSource(source, "fget"))
+        return tx.call(fget, [receiver], {})
+    if hasattr(type(raw), "__get__") and not isinstance(raw, type):
+        # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
+        if receiver is None and isinstance(
+            raw, (types.WrapperDescriptorType, types.MethodDescriptorType)
+        ):
+            return BuiltinValue(raw)
+        raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
+    return tx.wrap(raw, source)
