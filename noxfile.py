@@ -95,6 +95,39 @@ def tests(session: nox.Session) -> None:
     )
 
 
+def _tracer_stack_test_paths() -> list[str]:
+    """The suites that exercise the tracer: its own, the graph's and the backend's tests and
+    the CPU integration tests (the tree runtime's suites need no tracer and run on 3.11)."""
+    names = ("sapwood_graph", "sapwood_tracer", "sapwood_backend")
+    paths = [str(PACKAGES[name] / "tests") for name in names]
+    paths.append(str(ROOT / "integration-tests" / "cpu"))
+    return paths
+
+
+@nox.session(name="tests-3.13", python="3.13")
+def tests_3_13(session: nox.Session) -> None:
+    """The tracer, graph and backend tests and the CPU integration tests on Python 3.13.
+
+    torch for cp313 comes from the index as ``torch==2.13.0`` (the CUDA build, about 4.7 GB,
+    which runs on the CPU); pip's cache keeps it between runs. With ``reuse_venv`` a second
+    run installs nothing.
+    """
+    _install_stack_editable(session, *TEST_DEPS, *INTEGRATION_DEPS)
+    workers = session.env.get("SAPWOOD_TEST_WORKERS", "auto")
+    session.run(
+        "pytest",
+        "-n",
+        workers,
+        "--dist",
+        "loadfile",
+        "-p",
+        "no:cacheprovider",
+        *_tracer_stack_test_paths(),
+        *session.posargs,
+        env={"HYPOTHESIS_PROFILE": session.env.get("HYPOTHESIS_PROFILE", "ci")},
+    )
+
+
 @nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
     """What the GPU machine runs, with that machine's own python and torch.

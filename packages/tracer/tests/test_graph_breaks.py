@@ -159,7 +159,7 @@ def test_an_unsupported_opcode_runs_eagerly_and_the_rest_is_compiled(monkeypatch
 
     table = dict(_registry.dispatch_table())
     del table["UNARY_NEGATIVE"]
-    monkeypatch.setattr(_registry, "_tables", {(3, 11): table, (3, 12): table})
+    monkeypatch.setattr(_registry, "_tables", {sys.version_info[:2]: table})
 
     def fn(x):
         y = x * 3
@@ -175,7 +175,7 @@ def test_an_unsupported_instruction_without_an_eager_form_runs_the_rest_eagerly(
 
     table = dict(_registry.dispatch_table())
     del table["BUILD_TUPLE"]
-    monkeypatch.setattr(_registry, "_tables", {(3, 11): table, (3, 12): table})
+    monkeypatch.setattr(_registry, "_tables", {sys.version_info[:2]: table})
 
     def fn(x, n):
         y = x * 3
@@ -599,3 +599,19 @@ def _line(fn: Callable[..., Any], needle: str) -> int:
 
     lines, start = inspect.getsourcelines(fn)
     return start + next(i for i, text in enumerate(lines) if needle in text)
+
+
+def test_a_break_in_a_function_with_many_locals_resumes_compiled():
+    """On 3.13 locals are read in pairs (LOAD_FAST_LOAD_FAST, 4 bits per local): a resume
+    function renumbers its locals past 16, so its body splits the pairs and still lines up."""
+
+    def fn(x):
+        a0, a1, a2, a3, a4, a5, a6, a7 = x, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6, x + 7
+        b0, b1, b2, b3, b4, b5, b6, b7 = a7, a6, a5, a4, a3, a2, a1, a0
+        sapwood_tracer.graph_break()
+        c0, c1 = b7 * a7, b0 * a0
+        sums = (a0 + a1, a2 + a3, a4 + a5, a6 + a7, b0 + b1, b6 + b7, c0 + c1)
+        return sums, (b2, b3, b4, b5)
+
+    report = check_breaks(fn, _inputs(), ops=[7, 9], breaks=1)
+    assert report.eager_functions == []

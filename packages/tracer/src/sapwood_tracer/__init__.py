@@ -1,5 +1,6 @@
-"""sapwood-tracer: a symbolic interpreter of CPython 3.11/3.12 bytecode that captures PyTorch
-programs as FX graphs, guarded and cached per code object, with graph breaks where it cannot.
+"""sapwood-tracer: a symbolic interpreter of CPython 3.11, 3.12 and 3.13 bytecode that
+captures PyTorch programs as FX graphs, guarded and cached per code object, with graph breaks
+where it cannot.
 
 Public API:
 
@@ -12,13 +13,15 @@ Public API:
   static, whatever ``compile(dynamic=...)`` says.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
+* :class:`UnsupportedPythonWarning` — the running Python's bytecode is unknown; code runs
+  eagerly.
 * :class:`CompiledModule` — what :func:`compile` returns for a module.
 """
 
 from .api.cache import RecompileLimitWarning, reset
 from .api.entry import CompiledModule, compile
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
-from .errors import TracerError, Unsupported
+from .errors import TracerError, Unsupported, UnsupportedPythonWarning
 from .marks import (
     allow_in_graph,
     disable,
@@ -38,6 +41,7 @@ __all__ = [
     "RecompileLimitWarning",
     "TracerError",
     "Unsupported",
+    "UnsupportedPythonWarning",
     "__version__",
     "allow_in_graph",
     "compile",

@@ -6,7 +6,7 @@ location (``file:line``), so the message points at the line to change.
 
 from __future__ import annotations
 
-__all__ = ["TracerError", "Unsupported"]
+__all__ = ["TracerError", "Unsupported", "UnsupportedPythonWarning"]
 
 
 class TracerError(Exception):
@@ -59,3 +59,9 @@ class Unsupported(TracerError):
             self.location = location
             self.args = (self._message(),)
         return self
+
+
+class UnsupportedPythonWarning(UserWarning):
+    """The running Python is one whose bytecode sapwood-tracer does not know: ``compile``
+    returns functions that run eagerly (``fullgraph=True`` raises :class:`Unsupported` at
+    the first call instead). Warned once, at the first ``compile``."""

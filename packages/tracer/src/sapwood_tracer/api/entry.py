@@ -14,8 +14,10 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 import sysconfig
 import types
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +25,9 @@ from typing import Any
 import torch
 
 from ..breaks.exits import BreakRuntime
-from ..errors import Unsupported
+from ..errors import Unsupported, UnsupportedPythonWarning
 from ..guards.emitter import Miss
+from ..interpreter.registry import unsupported_python
 from ..marks import is_disabled
 from . import cache as _cache
 from . import events as _events
@@ -157,6 +160,13 @@ def _miss(
     cache = _cache.cache_for(code)
     if cache.eager_reason is not None:
         return eager(L)
+    unsupported = unsupported_python()
+    if unsupported is not None:
+        if runtime is None:  # fullgraph=True: a whole graph was asked for
+            raise Unsupported(f"{code.co_qualname}: {unsupported}")
+        cache.eager_reason = unsupported
+        _events.skipped(code, unsupported)
+        return eager(L)
     failed = []
     for entry in cache.entries:
         result = entry.fn(L, closure, f_globals)
@@ -188,7 +198,7 @@ def _miss(
         # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
         # the code runs eagerly from now on, and explain()/the logs say why.
         cache.eager_reason = str(exc)
-        _events.skipped(code, exc)
+        _events.skipped(code, cache.eager_reason)
         return eager(L)
     cache.entries.append(entry)
     _events.captured(code, entry)
@@ -372,6 +382,29 @@ class CompiledModule(torch.nn.Module):
         return self._orig_mod.load_state_dict(*args, **kwargs)
 
 
+_python_warned = False
+
+
+def _warn_once_if_python_is_unsupported() -> None:
+    global _python_warned
+    reason = unsupported_python()
+    if reason is None or _python_warned:
+        return
+    _python_warned = True
+    warnings.warn(f"sapwood: {reason}.", UnsupportedPythonWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the innermost caller outside sapwood's packages (the user's
+    ``compile`` call, however many sapwood layers it went through)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("sapwood"):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
 def compile(
     fn_or_module: Any,
     *,
@@ -392,6 +425,7 @@ def compile(
     """
     if dynamic not in (None, True, False):
         raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
+    _warn_once_if_python_is_unsupported()
     if not callable(backend):
         raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
     if isinstance(fn_or_module, torch.nn.Module):

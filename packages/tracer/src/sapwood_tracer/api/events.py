@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..errors import Unsupported
     from .cache import CacheEntry
 
 __all__ = ["TOPICS", "captured", "enabled_topics", "listen", "recompile", "skipped"]
@@ -142,8 +141,9 @@ def recompile(code: types.CodeType, failed_guard: str) -> None:
         )
 
 
-def skipped(code: types.CodeType, exc: Unsupported) -> None:
+def skipped(code: types.CodeType, reason: str) -> None:
+    """``code`` runs eagerly as a whole, for ``reason``."""
     if _listeners:
-        _emit("skip", {"code": code, "reason": str(exc)})
+        _emit("skip", {"code": code, "reason": reason})
     if "graph_breaks" in _topics:
-        _logger.getChild("graph_breaks").info("%s runs eagerly: %s", _where(code), exc)
+        _logger.getChild("graph_breaks").info("%s runs eagerly: %s", _where(code), reason)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
 from ..interpreter.instructions import Instruction
+from ..interpreter.registry import dispatch_table
 from ..values.base import NULL, ConstantValue, IteratorValue, Value
 from ..values.containers import TupleValue
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BreakExit", "break_exit"]
 
-_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX"})
+_CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
 _JUMPS_ON_TRUTH = {
     # opname: (jumps when the value is true?, keeps the value on the stack when jumping?)
     "POP_JUMP_IF_TRUE": (True, False),
@@ -136,12 +137,16 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
     code = frame.code
     info = resume_info(code)
     original = info.original if info is not None else code
-    shift = info.shift if info is not None else 0
     if info is not None and inst.index < info.prologue_end:
         raise Unsupported("a graph break inside a resume function's prologue")
 
     def original_index(index: int) -> int:
-        return index - shift
+        if info is None:
+            return index
+        found = info.original_index(index)
+        if found is None:
+            raise Unsupported("a graph break at an instruction a resume function added")
+        return found
 
     stack = list(frame.stack)
     contexts: list[TorchContext] = []
@@ -204,7 +209,7 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         exit.jump_if_true = jump_if_true
         exit.continuations = [taken, fallthrough]
         return exit
-    operation = _eager_operation(inst)
+    operation = _eager_operation(inst, frame.version)
     if operation is not None and len(stack) >= operation.arity:
         # a value operation the trace could not model: the operator runs eagerly, like a call
         operands = stack[len(stack) - operation.arity :]
@@ -248,7 +253,7 @@ def _slice_set(value: Any, container: Any, start: Any, stop: Any) -> None:
     container[start:stop] = value
 
 
-def _eager_operation(inst: Instruction) -> _Operation | None:
+def _eager_operation(inst: Instruction, version: tuple[int, int] | None) -> _Operation | None:
     import dis
     import operator
 
@@ -259,7 +264,8 @@ def _eager_operation(inst: Instruction) -> _Operation | None:
         symbol = dis._nb_ops[inst.arg][1]  # type: ignore[attr-defined, index]
         return _Operation(ops.INPLACE.get(symbol) or ops.BINARY[symbol], 2, (0, 1))
     if name == "COMPARE_OP" and inst.argval in ops.COMPARE:
-        return _Operation(ops.COMPARE[inst.argval], 2, (0, 1))
+        compare = dispatch_table(version)["COMPARE_OP"].eager_function(inst)  # type: ignore[attr-defined]
+        return _Operation(compare, 2, (0, 1))
     unary = {
         "UNARY_NEGATIVE": operator.neg,
         "UNARY_POSITIVE": operator.pos,
@@ -320,40 +326,10 @@ def _layout(
 def _call_operands(
     frame: SymbolicFrame, inst: Instruction
 ) -> tuple[Value, list[Value], dict[str, Value], int]:
-    """The callee and arguments of the CALL at ``inst``, and how many stack slots it uses."""
-    stack = frame.stack
-    if inst.opname == "CALL":
-        assert inst.arg is not None
-        argc = inst.arg
-        args = stack[len(stack) - argc :] if argc else []
-        upper = stack[-argc - 1]
-        lower = stack[-argc - 2]
-        if lower is NULL:
-            callee = upper
-        else:
-            callee = lower
-            args = [upper, *args]
-        kw_names = frame.kw_names
-        kwargs: dict[str, Value] = {}
-        if kw_names:
-            split = len(args) - len(kw_names)
-            kwargs = dict(zip(kw_names, args[split:]))
-            args = args[:split]
-        return callee, list(args), kwargs, argc + 2
-    # CALL_FUNCTION_EX: [NULL?] callable, args tuple, [kwargs mapping]
-    tx = frame.tx
-    has_kwargs = bool(inst.arg and inst.arg & 1)
-    depth = 2 + has_kwargs
-    callee = stack[-depth]
-    args = tx.unpack(stack[-depth + 1])
-    kwargs = {}
-    if has_kwargs:
-        mapping = tx.as_mapping(stack[-1])
-        for key, value in mapping.entries.values():
-            kwargs[key.as_constant()] = value
-    if len(stack) > depth and stack[-depth - 1] is NULL:
-        depth += 1
-    return callee, list(args), kwargs, depth
+    """The callee and arguments of the call at ``inst``, and how many stack slots it uses,
+    read by the same reader as the running Python's handler of that call opcode."""
+    handler = dispatch_table(frame.version)[inst.opname]
+    return handler.operands(frame, inst)  # type: ignore[attr-defined, no-any-return]
 
 
 # -- the generated tail of an entry -----------------------------------------------------------

@@ -21,8 +21,11 @@ Invariants:
   its cache entries.
 * The prologue uses only instructions the tracer interprets, so a resume function is traced
   like any other function (the rebuilt iterator and context values are ordinary trace values).
-* Instruction indices here are those of :func:`~sapwood_tracer._instructions.decode` (``dis``
-  order without ``EXTENDED_ARG``), which is also the order of ``bytecode``'s ``Instr`` items.
+* Instruction indices here are those of
+  :func:`~sapwood_tracer.interpreter.instructions.decode` (``dis`` order without
+  ``EXTENDED_ARG``), which is also the order of ``bytecode``'s ``Instr`` items. A resume code
+  records, for each of its instructions, the original's index (:class:`ResumeInfo`): the
+  body keeps the original's order, but 3.13's paired local accesses are split in two.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from bytecode import Bytecode, CellVar, CompilerFlags, FreeVar, Instr, Label
 
@@ -39,6 +42,8 @@ from ..errors import Unsupported
 __all__ = ["ResumeInfo", "ResumeLayout", "StackSlot", "resume_code", "resume_info"]
 
 _PY311 = sys.version_info[:2] == (3, 11)
+#: 3.13 puts the NULL of a call sequence above the callable (3.11/3.12: below it)
+_NULL_ABOVE_CALLABLE = sys.version_info >= (3, 13)
 _EXCEPTION = "raised exception"  # a parameter name no Python source can spell
 
 
@@ -79,16 +84,33 @@ class ResumeLayout:
 
 @dataclass(frozen=True, slots=True)
 class ResumeInfo:
-    """Where a resume code came from: its original code and the index shift of its body."""
+    """Where a resume code came from: its original code, and where each of its instructions
+    was in the original."""
 
     original: types.CodeType
     target: int
     #: cell variables passed in as cell objects (their MAKE_CELL is left out)
     cell_names: tuple[str, ...]
-    #: index in the resume code = index in the original + shift (for body instructions)
-    shift: int
+    #: per instruction of the resume code, its index in the original; None for what the
+    #: resume code added (the prologue, a raise at the target, the second half of a split
+    #: superinstruction)
+    origins: tuple[int | None, ...]
     prologue_end: int
 
+    def original_index(self, index: int) -> int | None:
+        """The original's index of the resume code's instruction ``index`` (None: added)."""
+        return self.origins[index] if 0 <= index < len(self.origins) else None
+
+
+#: 3.13's paired local accesses, by the plain instructions they stand for. A resume code
+#: renumbers the locals (its parameters come first), and a pair whose new numbers do not fit
+#: its 4-bit fields would be split by the assembler anyway: the body splits them all itself,
+#: so where each instruction went is known.
+_SUPERINSTRUCTIONS = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+}
 
 _codes: dict[tuple[types.CodeType, int, ResumeLayout], types.CodeType] = {}
 _infos: dict[types.CodeType, ResumeInfo] = {}
@@ -99,10 +121,16 @@ def resume_info(code: types.CodeType) -> ResumeInfo | None:
     return _infos.get(code)
 
 
-def _call(argc: int, location: Any) -> list[Instr]:
+def _call(callable_: Any, args: list[Instr], location: Any) -> list[Instr]:
+    """``callable_(*args)`` for the running Python (a constant callable, loaded arguments)."""
+    load = Instr("LOAD_CONST", callable_, location=location)
+    null = Instr("PUSH_NULL", location=location)
+    argc = len(args)
+    call = [Instr("CALL", argc, location=location)]
     if _PY311:
-        return [Instr("PRECALL", argc, location=location), Instr("CALL", argc, location=location)]
-    return [Instr("CALL", argc, location=location)]
+        call.insert(0, Instr("PRECALL", argc, location=location))
+    head = [load, null] if _NULL_ABOVE_CALLABLE else [null, load]
+    return [*head, *args, *call]
 
 
 def resume_code(original: types.CodeType, target: int, layout: ResumeLayout) -> types.CodeType:
@@ -154,6 +182,7 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
             Instr("RAISE_VARARGS", 1, location=location),
         ]
     body[position:position] = landing
+    body, body_origins = _split_body(body, resume_at + 1, added={id(i) for i in landing})
 
     prologue: list[Any] = []
     # live cell variables arrive as arguments of their own names; MAKE_CELL (in the head,
@@ -166,19 +195,14 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
             prologue.append(Instr("LOAD_FAST", f"stack {passed}", location=location))
             passed += 1
         elif slot.kind == "iterator":
-            prologue += [
-                Instr("PUSH_NULL", location=location),
-                Instr("LOAD_CONST", cast(Any, iter), location=location),
-                Instr("LOAD_FAST", f"stack {passed}", location=location),
-                *_call(1, location),
-            ]
+            prologue += _call(
+                iter, [Instr("LOAD_FAST", f"stack {passed}", location=location)], location
+            )
             passed += 1
         elif slot.kind == "context":
+            constants = [Instr("LOAD_CONST", a, location=location) for a in slot.args]
             prologue += [
-                Instr("PUSH_NULL", location=location),
-                Instr("LOAD_CONST", slot.factory, location=location),
-                *[Instr("LOAD_CONST", a, location=location) for a in slot.args],
-                *_call(len(slot.args), location),
+                *_call(slot.factory, constants, location),
                 Instr("BEFORE_WITH", location=location),
                 Instr("POP_TOP", location=location),
             ]
@@ -210,34 +234,64 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
     code = out.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
     head_instrs = sum(1 for item in head if isinstance(item, Instr))
     prologue_instrs = sum(1 for item in prologue if isinstance(item, Instr))
-    # body instruction k of the original is k + shift here (the head may have lost MAKE_CELLs)
-    shift = head_instrs + prologue_instrs - (resume_at + 1)
-    _check_body(original, code, resume_at, shift, layout.raises, target)
+    origins = (None,) * (head_instrs + prologue_instrs) + tuple(body_origins)
+    _check_body(original, code, origins, [i for i in body if isinstance(i, Instr)])
     if not layout.raises:  # (a raising resume code runs eagerly only, it is never traced)
         _infos[code] = ResumeInfo(
-            original, target, layout.cell_names, shift, head_instrs + prologue_instrs
+            original, target, layout.cell_names, origins, head_instrs + prologue_instrs
         )
     return code
+
+
+def _split_body(body: list[Any], first: int, added: set[int]) -> tuple[list[Any], list[int | None]]:
+    """``body`` with every superinstruction split in two, and the original index of each of
+    its instructions (``first`` is the original index of its first one)."""
+    out: list[Any] = []
+    origins: list[int | None] = []
+    index = first
+    for item in body:
+        if not isinstance(item, Instr) or id(item) in added:
+            out.append(item)
+            if isinstance(item, Instr):
+                origins.append(None)
+            continue
+        halves = _SUPERINSTRUCTIONS.get(item.name)
+        if halves is None:
+            out.append(item)
+            origins.append(index)
+        else:
+            (name_a, name_b), (arg_a, arg_b) = halves, item.arg
+            out += [
+                Instr(name_a, arg_a, location=item.location),
+                Instr(name_b, arg_b, location=item.location),
+            ]
+            origins += [index, None]
+        index += 1
+    return out, origins
 
 
 def _check_body(
     original: types.CodeType,
     code: types.CodeType,
-    resume_at: int,
-    shift: int,
-    raises: bool,
-    target: int,
+    origins: tuple[int | None, ...],
+    body: list[Instr],
 ) -> None:
-    """Every instruction of the original's body sits ``shift`` further in the resume code
-    (a mismatch would run the wrong instructions: refuse rather than risk it)."""
+    """Every instruction of the resume code's body is the one it was assembled from (a
+    mismatch would run the wrong instructions: refuse rather than risk it)."""
     from ..interpreter.instructions import decode
 
-    before, after = decode(original), decode(code)
-    for k in range(resume_at + 1, len(before)):
-        moved = k + shift + (2 if raises and k >= target else 0)
-        if moved >= len(after) or after[moved].opname != before[k].opname:
+    after = decode(code)
+    start = len(origins) - len(body)
+    if len(after) != len(origins):
+        raise Unsupported(
+            f"a resume function for {original.co_qualname} (it has {len(after)} instructions, "
+            f"{len(origins)} were assembled)"
+        )
+    for k, instr in enumerate(body):
+        if after[start + k].opname != instr.name:
             raise Unsupported(
-                f"a resume function for {original.co_qualname} (instruction {k} did not line up)"
+                f"a resume function for {original.co_qualname} (instruction "
+                f"{origins[start + k]} did not line up)"
             )
 
 

@@ -10,13 +10,22 @@ bounds. Two handlers for one opcode may not serve the same version (checked at r
 from __future__ import annotations
 
 import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .instructions import Instruction
 
-__all__ = ["Handler", "dispatch_table", "opcode", "registered"]
+__all__ = [
+    "SUPPORTED_PYTHONS",
+    "Handler",
+    "dispatch_table",
+    "opcode",
+    "registered",
+    "running_version",
+    "unsupported_python",
+]
 
 #: ``handler(frame, instruction)``: the frame is a :class:`~.frame.SymbolicFrame` (which
 #: imports this registry, so it is not named here).
@@ -33,6 +42,34 @@ class _Registration:
 
     def serves(self, version: Version) -> bool:
         return self.since <= version and (self.until is None or version < self.until)
+
+
+#: The Python versions whose bytecode the handlers model (each is tested in CI or on the GPU
+#: machine; see docs/installation.md). Another version runs compiled functions eagerly.
+SUPPORTED_PYTHONS: tuple[Version, ...] = ((3, 11), (3, 12), (3, 13))
+
+
+def running_version() -> Version:
+    """The running Python's ``(major, minor)``."""
+    return (sys.version_info.major, sys.version_info.minor)
+
+
+def unsupported_python() -> str | None:
+    """Why the running Python cannot be traced, or None when it can."""
+    version = running_version()
+    if version in SUPPORTED_PYTHONS:
+        if sysconfig.get_config_var("Py_GIL_DISABLED"):
+            # the tracer's caches assume the GIL; no free-threaded suite proves otherwise
+            return (
+                f"the free-threaded build of Python {version[0]}.{version[1]} is not "
+                "supported by sapwood-tracer: compiled functions run eagerly, unchanged"
+            )
+        return None
+    known = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
+    return (
+        f"Python {version[0]}.{version[1]} is not supported by sapwood-tracer (it knows the "
+        f"bytecode of {known}): compiled functions run eagerly, unchanged"
+    )
 
 
 _registrations: dict[str, list[_Registration]] = {}
@@ -65,7 +102,7 @@ def _overlap_probes(a: _Registration, b: _Registration) -> list[Version]:
 def dispatch_table(version: Version | None = None) -> dict[str, Handler]:
     """Handlers serving ``version`` (default: the running Python), keyed by opname."""
     if version is None:
-        version = (sys.version_info.major, sys.version_info.minor)
+        version = running_version()
     table = _tables.get(version)
     if table is None:
         table = {

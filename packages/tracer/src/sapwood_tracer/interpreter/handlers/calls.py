@@ -1,8 +1,19 @@
-"""Calls and function creation: CALL, CALL_FUNCTION_EX, MAKE_FUNCTION, generators.
+"""Calls and function creation: CALL, CALL_KW, CALL_FUNCTION_EX, MAKE_FUNCTION, generators.
 
-The calling convention is the same on 3.11 and 3.12: below the arguments lie either
-``NULL, callable`` or ``callable, self``. 3.11 precedes CALL with PRECALL (a no-op here);
-``KW_NAMES`` names the trailing keyword arguments of the next CALL on both.
+The calling convention differs by version:
+
+* 3.11 and 3.12: below the arguments lie either ``NULL, callable`` or ``callable, self``.
+  3.11 precedes CALL with PRECALL (a no-op here); ``KW_NAMES`` names the trailing keyword
+  arguments of the next CALL on both.
+* 3.13: below the arguments lie ``callable, self_or_null`` (the callable is always the
+  lower one); keyword names travel on the stack as a tuple above the arguments, for
+  ``CALL_KW``. ``CALL_FUNCTION_EX`` sees ``callable, NULL, args[, kwargs]``.
+  ``MAKE_FUNCTION`` takes only the code object; ``SET_FUNCTION_ATTRIBUTE`` then sets its
+  defaults, keyword defaults, annotations and closure one by one.
+
+Each call handler carries its operand reader (``handler.operands(frame, inst)``: callee,
+positional and keyword arguments, and how many stack slots the call uses, read without
+popping), so a graph break at a call reads the call exactly as the handler would.
 
 Generators run lazily: calling a generator function runs its prologue up to
 RETURN_GENERATOR and returns a generator value; each ``next`` resumes the suspended frame up
@@ -12,6 +23,7 @@ to its next YIELD_VALUE, so generator and consumer interleave exactly as in Pyth
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 
 from ...errors import Unsupported
 from ...values.base import NULL, ConstantValue, IteratorValue, Value
@@ -19,40 +31,76 @@ from ...values.containers import DictValue, TupleValue
 from ...values.functions import NestedFunctionValue
 from ..frame import FrameSuspend, SymbolicFrame
 from ..instructions import Instruction
-from ..registry import opcode
+from ..registry import Handler, opcode
+
+#: callee, positional arguments, keyword arguments, stack slots the call uses
+CallOperands = tuple[Value, list[Value], dict[str, Value], int]
+OperandReader = Callable[[SymbolicFrame, Instruction], CallOperands]
 
 
-@opcode("CALL")
-def call(frame: SymbolicFrame, inst: Instruction) -> None:
+def _call_handler(read: OperandReader) -> Handler:
+    def handler(frame: SymbolicFrame, inst: Instruction) -> None:
+        callee, args, kwargs, depth = read(frame, inst)
+        frame.kw_names = ()
+        del frame.stack[len(frame.stack) - depth :]
+        frame.push(frame.tx.call(callee, args, kwargs))
+
+    handler.operands = read  # type: ignore[attr-defined]
+    return handler
+
+
+def _split_keywords(
+    args: list[Value], names: tuple[str, ...]
+) -> tuple[list[Value], dict[str, Value]]:
+    if not names:
+        return args, {}
+    split = len(args) - len(names)
+    return args[:split], dict(zip(names, args[split:]))
+
+
+def _call_operands_311(frame: SymbolicFrame, inst: Instruction) -> CallOperands:
     assert inst.arg is not None
-    kw_names = frame.kw_names
-    frame.kw_names = ()
-    args = frame.popn(inst.arg)
-    upper = frame.pop()
-    lower = frame.pop()
+    argc = inst.arg
+    stack = frame.stack
+    args = list(stack[len(stack) - argc :]) if argc else []
+    upper, lower = stack[-argc - 1], stack[-argc - 2]
     if lower is NULL:
-        fn = upper
+        callee = upper
     else:
-        fn = lower
-        args = [upper, *args]
-    if kw_names:
-        split = len(args) - len(kw_names)
-        kwargs = dict(zip(kw_names, args[split:]))
-        args = args[:split]
-    else:
-        kwargs = {}
-    frame.push(frame.tx.call(fn, args, kwargs))
+        callee, args = lower, [upper, *args]
+    args, kwargs = _split_keywords(args, frame.kw_names)
+    return callee, args, kwargs, argc + 2
 
 
-@opcode("CALL_FUNCTION_EX")
-def call_function_ex(frame: SymbolicFrame, inst: Instruction) -> None:
+def _call_operands_313(
+    frame: SymbolicFrame, inst: Instruction, kw_names: Value | None
+) -> CallOperands:
     assert inst.arg is not None
+    argc = inst.arg
+    stack = frame.stack
+    top = len(stack) - (kw_names is not None)
+    args = list(stack[top - argc : top]) if argc else []
+    callee, self_or_null = stack[top - argc - 2], stack[top - argc - 1]
+    if self_or_null is not NULL:
+        args = [self_or_null, *args]
+    names = tuple(kw_names.as_constant()) if kw_names is not None else ()
+    args, kwargs = _split_keywords(args, names)
+    return callee, args, kwargs, argc + 2 + (kw_names is not None)
+
+
+opcode("CALL", until=(3, 13))(_call_handler(_call_operands_311))
+opcode("CALL", since=(3, 13))(
+    _call_handler(lambda frame, inst: _call_operands_313(frame, inst, None))
+)
+opcode("CALL_KW", since=(3, 13))(
+    _call_handler(lambda frame, inst: _call_operands_313(frame, inst, frame.peek()))
+)
+
+
+def _star_arguments(
+    frame: SymbolicFrame, args_value: Value, kwargs_value: Value | None
+) -> tuple[list[Value], dict[str, Value]]:
     tx = frame.tx
-    kwargs_value = frame.pop() if inst.arg & 1 else None
-    args_value = frame.pop()
-    fn = frame.pop()
-    if frame.stack and frame.peek() is NULL:
-        frame.pop()
     args = tx.unpack(args_value)
     kwargs: dict[str, Value] = {}
     if kwargs_value is not None:
@@ -62,7 +110,35 @@ def call_function_ex(frame: SymbolicFrame, inst: Instruction) -> None:
             if not isinstance(name, str):
                 raise Unsupported("a ** argument with non-string keys (TypeError)")
             kwargs[name] = value
-    frame.push(tx.call(fn, args, kwargs))
+    return list(args), kwargs
+
+
+def _call_ex_operands_311(frame: SymbolicFrame, inst: Instruction) -> CallOperands:
+    # [NULL] callable, args[, kwargs]
+    has_kwargs = bool(inst.arg and inst.arg & 1)
+    depth = 2 + has_kwargs
+    stack = frame.stack
+    args, kwargs = _star_arguments(frame, stack[-depth + 1], stack[-1] if has_kwargs else None)
+    callee = stack[-depth]
+    if len(stack) > depth and stack[-depth - 1] is NULL:
+        depth += 1
+    return callee, args, kwargs, depth
+
+
+def _call_ex_operands_313(frame: SymbolicFrame, inst: Instruction) -> CallOperands:
+    # callable, NULL (or self), args[, kwargs]
+    has_kwargs = bool(inst.arg and inst.arg & 1)
+    depth = 3 + has_kwargs
+    stack = frame.stack
+    args, kwargs = _star_arguments(frame, stack[-depth + 2], stack[-1] if has_kwargs else None)
+    callee, self_or_null = stack[-depth], stack[-depth + 1]
+    if self_or_null is not NULL:
+        args = [self_or_null, *args]
+    return callee, args, kwargs, depth
+
+
+opcode("CALL_FUNCTION_EX", until=(3, 13))(_call_handler(_call_ex_operands_311))
+opcode("CALL_FUNCTION_EX", since=(3, 13))(_call_handler(_call_ex_operands_313))
 
 
 _MAKE_FUNCTION_CLOSURE = 0x08
@@ -71,33 +147,60 @@ _MAKE_FUNCTION_KWDEFAULTS = 0x02
 _MAKE_FUNCTION_DEFAULTS = 0x01
 
 
-@opcode("MAKE_FUNCTION")
-def make_function(frame: SymbolicFrame, inst: Instruction) -> None:
-    assert inst.arg is not None
-    flags = inst.arg
-    code_value = frame.pop()
-    code = code_value.as_constant()
+def _code_operand(frame: SymbolicFrame) -> types.CodeType:
+    code = frame.pop().as_constant()
     assert isinstance(code, types.CodeType)
-    cells: tuple[Value, ...] = ()
-    kwdefaults: dict[str, Value] = {}
-    defaults: tuple[Value, ...] = ()
-    if flags & _MAKE_FUNCTION_CLOSURE:
-        cells = tuple(frame.pop().unpack(frame.tx))
-    if flags & _MAKE_FUNCTION_ANNOTATIONS:
-        frame.pop()
-    if flags & _MAKE_FUNCTION_KWDEFAULTS:
-        mapping = frame.pop()
-        assert isinstance(mapping, DictValue)
-        kwdefaults = {k.as_constant(): v for k, v in mapping.entries.values()}
-    if flags & _MAKE_FUNCTION_DEFAULTS:
-        defaults_value = frame.pop()
-        assert isinstance(defaults_value, TupleValue)
-        defaults = tuple(defaults_value.items)
-    frame.push(
-        NestedFunctionValue(
-            code, frame.f_globals, frame.globals_source, defaults, kwdefaults, cells
-        )
-    )
+    return code
+
+
+def _set_function_attribute(
+    frame: SymbolicFrame, fn: NestedFunctionValue, flag: int, attr: Value
+) -> None:
+    if flag == _MAKE_FUNCTION_CLOSURE:
+        fn.cell_values = tuple(attr.unpack(frame.tx))
+    elif flag == _MAKE_FUNCTION_KWDEFAULTS:
+        assert isinstance(attr, DictValue)
+        fn.kwdefault_values = {k.as_constant(): v for k, v in attr.entries.values()}
+    elif flag == _MAKE_FUNCTION_DEFAULTS:
+        assert isinstance(attr, TupleValue)
+        fn.default_values = tuple(attr.items)
+    elif flag != _MAKE_FUNCTION_ANNOTATIONS:  # annotations are not kept
+        raise Unsupported(f"a function attribute set by flag {flag:#x}")
+
+
+def _new_function(frame: SymbolicFrame, code: types.CodeType) -> NestedFunctionValue:
+    return NestedFunctionValue(code, frame.f_globals, frame.globals_source, (), {}, ())
+
+
+@opcode("MAKE_FUNCTION", until=(3, 13))
+def make_function(frame: SymbolicFrame, inst: Instruction) -> None:
+    # the flagged attributes lie below the code object: closure first, defaults deepest
+    assert inst.arg is not None
+    fn = _new_function(frame, _code_operand(frame))
+    for flag in (
+        _MAKE_FUNCTION_CLOSURE,
+        _MAKE_FUNCTION_ANNOTATIONS,
+        _MAKE_FUNCTION_KWDEFAULTS,
+        _MAKE_FUNCTION_DEFAULTS,
+    ):
+        if inst.arg & flag:
+            _set_function_attribute(frame, fn, flag, frame.pop())
+    frame.push(fn)
+
+
+@opcode("MAKE_FUNCTION", since=(3, 13))
+def make_function_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(_new_function(frame, _code_operand(frame)))
+
+
+@opcode("SET_FUNCTION_ATTRIBUTE", since=(3, 13))
+def set_function_attribute(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    fn = frame.pop()
+    attr = frame.pop()
+    assert isinstance(fn, NestedFunctionValue)
+    _set_function_attribute(frame, fn, inst.arg, attr)
+    frame.push(fn)
 
 
 @opcode("RETURN_GENERATOR")

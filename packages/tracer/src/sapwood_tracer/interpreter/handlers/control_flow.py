@@ -6,7 +6,9 @@ data-dependent). Loops are unrolled.
 Version differences: 3.11 has direction-specific ``POP_JUMP_FORWARD_IF_*`` /
 ``POP_JUMP_BACKWARD_IF_*`` and ``JUMP_IF_{TRUE,FALSE}_OR_POP``; 3.12 has ``POP_JUMP_IF_*``,
 ``RETURN_CONST`` and ``END_FOR``, and its ``FOR_ITER`` on exhaustion pops the iterator and
-skips the ``END_FOR`` at its target (3.11 pops and jumps to the target itself).
+skips the ``END_FOR`` at its target (3.11 pops and jumps to the target itself). 3.13 ends a
+loop with ``END_FOR`` (one pop) and ``POP_TOP``, and converts a condition with ``TO_BOOL``
+before its jump.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def for_iter_311(frame: SymbolicFrame, inst: Instruction) -> None:
         frame.push(value)
 
 
-@opcode("FOR_ITER", since=(3, 12))
+@opcode("FOR_ITER", since=(3, 12), until=(3, 13))
 def for_iter_312(frame: SymbolicFrame, inst: Instruction) -> None:
     value = frame.peek().next_value(frame.tx)  # type: ignore[attr-defined]
     if value is None:
@@ -99,10 +101,38 @@ def for_iter_312(frame: SymbolicFrame, inst: Instruction) -> None:
         frame.push(value)
 
 
-@opcode("END_FOR", since=(3, 12))
+@opcode("FOR_ITER", since=(3, 13))
+def for_iter_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    # Exhausted: CPython pops the iterator and skips the END_FOR, POP_TOP at the target;
+    # here the target runs, with a placeholder for END_FOR to pop and the iterator for POP_TOP.
+    value = frame.peek().next_value(frame.tx)  # type: ignore[attr-defined]
+    if value is None:
+        frame.push(ConstantValue(None))
+        frame.jump(inst)
+    else:
+        frame.push(value)
+
+
+@opcode("END_FOR", since=(3, 12), until=(3, 13))
 def end_for(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.pop()
     frame.pop()
+
+
+@opcode("END_FOR", since=(3, 13))
+def end_for_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.pop()
+
+
+@opcode("TO_BOOL", since=(3, 13))
+def to_bool(frame: SymbolicFrame, inst: Instruction) -> None:
+    # TO_BOOL only ever feeds a conditional jump or UNARY_NOT, which take the truth of what
+    # they pop: a constant is converted now, anything else keeps its identity so a
+    # data-dependent truth breaks the graph at the jump (a "jump" break, as on 3.12).
+    value = frame.peek()
+    if value.is_constant():
+        frame.pop()
+        frame.push(ConstantValue(frame.tx.truth(value)))
 
 
 @opcode("RETURN_VALUE")

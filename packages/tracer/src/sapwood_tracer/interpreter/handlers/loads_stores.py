@@ -2,7 +2,14 @@
 
 Version differences: 3.11 has ``LOAD_METHOD``; 3.12 folds it into ``LOAD_ATTR`` (low bit of
 the argument) and adds ``LOAD_SUPER_ATTR``, ``LOAD_FAST_CHECK`` and ``LOAD_FAST_AND_CLEAR``
-(inlined comprehensions save and restore the loop variable with it).
+(inlined comprehensions save and restore the loop variable with it). 3.13 pushes the NULL of
+a call sequence *above* the callable (``LOAD_GLOBAL``, method-form ``LOAD_ATTR`` and
+``LOAD_SUPER_ATTR``), reads a cell for a closure with ``LOAD_FAST`` (``LOAD_CLOSURE`` became a
+pseudo-instruction), and adds the paired ``LOAD_FAST_LOAD_FAST``, ``STORE_FAST_LOAD_FAST`` and
+``STORE_FAST_STORE_FAST``.
+
+The tracer always loads a method as its bound attribute (the ``NULL`` form), so a call sees
+``NULL, bound`` on 3.11/3.12 and ``bound, NULL`` on 3.13.
 """
 
 from __future__ import annotations
@@ -31,9 +38,40 @@ def _load_local(frame: SymbolicFrame, name: str) -> Value:
     return value
 
 
-@opcode("LOAD_FAST")
+@opcode("LOAD_FAST", until=(3, 13))
 def load_fast(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.push(_load_local(frame, inst.argval))
+
+
+def _load_slot_313(frame: SymbolicFrame, name: str) -> Value:
+    # the slot of a cell or free variable holds the cell: a closure being built reads it
+    return frame.cells[name] if name in frame.cells else _load_local(frame, name)
+
+
+@opcode("LOAD_FAST", since=(3, 13))
+def load_fast_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(_load_slot_313(frame, inst.argval))
+
+
+@opcode("LOAD_FAST_LOAD_FAST", since=(3, 13))
+def load_fast_load_fast(frame: SymbolicFrame, inst: Instruction) -> None:
+    first, second = inst.argval
+    frame.push(_load_slot_313(frame, first))
+    frame.push(_load_slot_313(frame, second))
+
+
+@opcode("STORE_FAST_LOAD_FAST", since=(3, 13))
+def store_fast_load_fast(frame: SymbolicFrame, inst: Instruction) -> None:
+    stored, loaded = inst.argval
+    _store_local(frame, stored, frame.pop())
+    frame.push(_load_slot_313(frame, loaded))
+
+
+@opcode("STORE_FAST_STORE_FAST", since=(3, 13))
+def store_fast_store_fast(frame: SymbolicFrame, inst: Instruction) -> None:
+    first, second = inst.argval  # the top of the stack goes to the first
+    _store_local(frame, first, frame.pop())
+    _store_local(frame, second, frame.pop())
 
 
 @opcode("LOAD_FAST_CHECK", since=(3, 12))
@@ -53,8 +91,10 @@ def load_fast_and_clear(frame: SymbolicFrame, inst: Instruction) -> None:
 
 @opcode("STORE_FAST")
 def store_fast(frame: SymbolicFrame, inst: Instruction) -> None:
-    value = frame.pop()
-    name = inst.argval
+    _store_local(frame, inst.argval, frame.pop())
+
+
+def _store_local(frame: SymbolicFrame, name: str, value: Value) -> None:
     if name in frame.code.co_cellvars and (value is NULL or isinstance(value, CellValue)):
         # 3.12 restores a cell variable saved by LOAD_FAST_AND_CLEAR
         if value is NULL:
@@ -106,12 +146,20 @@ def _held_globals(g: dict) -> HeldObjectSource:
     return HeldObjectSource(id(g), f"globals of {g.get('__name__', '?')}", g)
 
 
-@opcode("LOAD_GLOBAL")
+@opcode("LOAD_GLOBAL", until=(3, 13))
 def load_global(frame: SymbolicFrame, inst: Instruction) -> None:
     assert inst.arg is not None
     if inst.arg & 1:
         frame.push(NULL)
     frame.push(global_value(frame, inst.argval))
+
+
+@opcode("LOAD_GLOBAL", since=(3, 13))
+def load_global_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    frame.push(global_value(frame, inst.argval))
+    if inst.arg & 1:
+        frame.push(NULL)
 
 
 @opcode("LOAD_NAME")
@@ -146,7 +194,7 @@ def copy_free_vars(frame: SymbolicFrame, inst: Instruction) -> None:
     pass
 
 
-@opcode("LOAD_CLOSURE")
+@opcode("LOAD_CLOSURE", until=(3, 13))
 def load_closure(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.push(frame.cells[inst.argval])
 
@@ -186,27 +234,47 @@ def load_method_311(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.push(frame.tx.getattr(obj, inst.argval))
 
 
-@opcode("LOAD_ATTR", since=(3, 12))
-def load_attr_312(frame: SymbolicFrame, inst: Instruction) -> None:
-    assert inst.arg is not None
-    obj = frame.pop()
-    attr = frame.tx.getattr(obj, inst.argval)
-    if inst.arg & 1:
+def _push_callable(frame: SymbolicFrame, value: Value, with_null: bool, null_first: bool) -> None:
+    if with_null and null_first:
         frame.push(NULL)
-    frame.push(attr)
+    frame.push(value)
+    if with_null and not null_first:
+        frame.push(NULL)
 
 
-@opcode("LOAD_SUPER_ATTR", since=(3, 12))
-def load_super_attr(frame: SymbolicFrame, inst: Instruction) -> None:
-    assert inst.arg is not None
+def _attr(frame: SymbolicFrame, inst: Instruction) -> Value:
+    return frame.tx.getattr(frame.pop(), inst.argval)
+
+
+def _super_attr(frame: SymbolicFrame, inst: Instruction) -> Value:
     receiver = frame.pop()
     cls = frame.pop()
     super_fn = frame.pop()
-    sup = make_super(frame.tx, super_fn, cls, receiver)
-    attr = frame.tx.getattr(sup, inst.argval)
-    if inst.arg & 1:
-        frame.push(NULL)
-    frame.push(attr)
+    return frame.tx.getattr(make_super(frame.tx, super_fn, cls, receiver), inst.argval)
+
+
+@opcode("LOAD_ATTR", since=(3, 12), until=(3, 13))
+def load_attr_312(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    _push_callable(frame, _attr(frame, inst), bool(inst.arg & 1), null_first=True)
+
+
+@opcode("LOAD_ATTR", since=(3, 13))
+def load_attr_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    _push_callable(frame, _attr(frame, inst), bool(inst.arg & 1), null_first=False)
+
+
+@opcode("LOAD_SUPER_ATTR", since=(3, 12), until=(3, 13))
+def load_super_attr(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    _push_callable(frame, _super_attr(frame, inst), bool(inst.arg & 1), null_first=True)
+
+
+@opcode("LOAD_SUPER_ATTR", since=(3, 13))
+def load_super_attr_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    _push_callable(frame, _super_attr(frame, inst), bool(inst.arg & 1), null_first=False)
 
 
 @opcode("STORE_ATTR")

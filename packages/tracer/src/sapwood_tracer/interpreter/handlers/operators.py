@@ -1,13 +1,17 @@
 """Operators: BINARY_OP, unary ops, comparisons, identity, containment, subscripts, f-strings.
 
 Version differences: 3.12 adds ``BINARY_SLICE``/``STORE_SLICE`` and replaces
-``UNARY_POSITIVE`` and ``LIST_TO_TUPLE`` with ``CALL_INTRINSIC_1``.
+``UNARY_POSITIVE`` and ``LIST_TO_TUPLE`` with ``CALL_INTRINSIC_1``. 3.13 splits
+``FORMAT_VALUE`` into ``CONVERT_VALUE`` (``!s``/``!r``/``!a``) and ``FORMAT_SIMPLE`` /
+``FORMAT_WITH_SPEC``, and may set bit 16 of ``COMPARE_OP`` to ask for the result's truth:
+only a conditional jump or ``not`` consumes such a result, and they take its truth anyway.
 """
 
 from __future__ import annotations
 
 import dis
 import operator
+from typing import Any
 
 from ...errors import Unsupported
 from ...pymodel import operators as ops
@@ -75,13 +79,43 @@ def call_intrinsic_2(frame: SymbolicFrame, inst: Instruction) -> None:
     raise Unsupported(f"CALL_INTRINSIC_2 {inst.arg} (exception groups or type parameters)")
 
 
-@opcode("COMPARE_OP")
-def compare_op(frame: SymbolicFrame, inst: Instruction) -> None:
-    # dis resolves the operator in both versions (3.12 keeps it in the high bits of arg).
+def _compare(frame: SymbolicFrame, inst: Instruction) -> None:
+    # dis resolves the operator in every version (3.12 keeps it in the high bits of arg)
     b = frame.pop()
     a = frame.pop()
     ids = compare_ids(frame.tx, ops.COMPARE[inst.argval], a, b)  # id(x) == id(y)
     frame.push(ids if ids is not None else ops.compare(frame.tx, inst.argval, a, b))
+
+
+def _truth_of(compare: Any) -> Any:
+    def compare_then_truth(a: Any, b: Any) -> bool:
+        return bool(compare(a, b))
+
+    return compare_then_truth
+
+
+def _eager_compare_311(inst: Instruction) -> Any:
+    return ops.COMPARE[inst.argval]
+
+
+def _eager_compare_313(inst: Instruction) -> Any:
+    # bit 16 asks for the result's truth: run eagerly, the jump after it needs a real bool
+    compare = ops.COMPARE[inst.argval]
+    return _truth_of(compare) if inst.arg is not None and inst.arg & 16 else compare
+
+
+#: The traced comparison leaves bit 16 to the consumer (a jump or ``not`` takes the truth);
+#: run eagerly at a graph break, the comparison is done as CPython does it.
+compare_op = opcode("COMPARE_OP", until=(3, 13))(_compare)
+compare_op.eager_function = _eager_compare_311  # type: ignore[attr-defined]
+
+
+def _compare_313(frame: SymbolicFrame, inst: Instruction) -> None:
+    _compare(frame, inst)
+
+
+compare_op_313 = opcode("COMPARE_OP", since=(3, 13))(_compare_313)
+compare_op_313.eager_function = _eager_compare_313  # type: ignore[attr-defined]
 
 
 @opcode("IS_OP")
@@ -142,7 +176,7 @@ def store_slice(frame: SymbolicFrame, inst: Instruction) -> None:
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
 
 
-@opcode("FORMAT_VALUE")
+@opcode("FORMAT_VALUE", until=(3, 13))
 def format_value(frame: SymbolicFrame, inst: Instruction) -> None:
     assert inst.arg is not None
     spec = frame.pop().as_constant() if inst.arg & 0x04 else ""
@@ -150,13 +184,33 @@ def format_value(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.push(format_constant(frame, value, _CONVERSIONS[inst.arg & 0x03], spec))
 
 
-def format_constant(frame: SymbolicFrame, value: Value, conversion, spec: str) -> Value:  # type: ignore[no-untyped-def]
+def format_constant(frame: SymbolicFrame, value: Value, conversion: Any, spec: str | None) -> Value:
+    """``format(conversion(value), spec)`` of a constant; ``spec`` None: convert only."""
     if not value.is_constant():
         raise Unsupported(f"formatting {value.describe()} into a string")
     raw = value.as_constant()
     if conversion is not None:
         raw = conversion(raw)
-    return ConstantValue(format(raw, spec))
+    return ConstantValue(raw if spec is None else format(raw, spec))
+
+
+@opcode("CONVERT_VALUE", since=(3, 13))
+def convert_value(frame: SymbolicFrame, inst: Instruction) -> None:
+    assert inst.arg is not None
+    value = frame.pop()
+    frame.push(format_constant(frame, value, _CONVERSIONS[inst.arg], None))
+
+
+@opcode("FORMAT_SIMPLE", since=(3, 13))
+def format_simple(frame: SymbolicFrame, inst: Instruction) -> None:
+    frame.push(format_constant(frame, frame.pop(), None, ""))
+
+
+@opcode("FORMAT_WITH_SPEC", since=(3, 13))
+def format_with_spec(frame: SymbolicFrame, inst: Instruction) -> None:
+    spec = frame.pop().as_constant()
+    value = frame.pop()
+    frame.push(format_constant(frame, value, None, spec))
 
 
 @opcode("BUILD_STRING")
