@@ -94,3 +94,17 @@ def test_tensor_spec_leaves_dynamic_dims_free():
 def test_tensor_specs_are_hashable_values():
     assert TensorSpec.of(torch.zeros(2)) == TensorSpec.of(torch.ones(2))
     assert len({TensorSpec.of(torch.zeros(2)), TensorSpec.of(torch.ones(2))}) == 1
+
+
+def test_guards_on_unhashable_constants_are_kept_once():
+    """A constant guard may expect a slice (unhashable before Python 3.12) or a tuple of them."""
+    from sapwood_graph import GuardKind, GuardSet, LocalSource
+    from sapwood_graph.guards import Guard
+
+    s = LocalSource("s")
+    guards = GuardSet()
+    assert guards.add(Guard(GuardKind.CONSTANT_MATCH, s, slice(1, 3)))
+    assert not guards.add(Guard(GuardKind.CONSTANT_MATCH, s, slice(1, 3)))
+    assert guards.add(Guard(GuardKind.CONSTANT_MATCH, s, slice(1, 4)))
+    assert guards.add(Guard(GuardKind.CONSTANT_MATCH, s, (slice(None), 0)))
+    assert len(guards) == 3

@@ -131,6 +131,15 @@ class Guard:
     expected: Hashable = None
     symbols: tuple[tuple[sympy.Symbol, Source], ...] = ()
 
+    def __hash__(self) -> int:
+        # An expected constant need not be hashable (a slice before Python 3.12, or a tuple
+        # holding one): such a value hashes by its type and repr, which equal values share.
+        try:
+            expected_key = hash(self.expected)
+        except TypeError:
+            expected_key = hash((type(self.expected), repr(self.expected)))
+        return hash((self.kind, self.source, expected_key, self.symbols))
+
     def render(self) -> str:
         """The guard as a Python-like condition a person can read."""
         kind, src, exp = self.kind, self.source, self.expected
