@@ -19,6 +19,7 @@ import torch
 
 from sapwood_graph import (
     AttrSource,
+    BackendCompilerFailed,
     ClosureCellSource,
     FunctionSource,
     Guard,
@@ -32,7 +33,7 @@ from ..breaks.resume import resume_info
 from ..errors import Unsupported
 from ..guards.emitter import Emitter
 from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_names
-from ..interpreter.frame import BreakHere, SymbolicFrame
+from ..interpreter.frame import BreakHere, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
@@ -64,9 +65,14 @@ def capture(
     reason: Unsupported | None = None
     while True:
         try:
-            return _capture_once(
-                code, f_globals, closure, args, backend, plan, reason, runtime, shape_plan
-            )
+            try:
+                return _capture_once(
+                    code, f_globals, closure, args, backend, plan, reason, runtime, shape_plan
+                )
+            except (Unsupported, BackendCompilerFailed):
+                raise  # (a backend's own failure is the backend's error, as in torch.compile)
+            except Exception as error:  # sapwood's own code failed outside any frame
+                raise internal_error(error, None) from error
         except Unsupported as exc:
             if exc.traced_stack and not getattr(exc, "_noted", False):
                 exc._noted = True  # type: ignore[attr-defined]

@@ -13,6 +13,10 @@ Invariants:
   with their consumer exactly as in Python.
 * Exceptional edges are never taken: the exception table is ignored, and any exception the
   traced code would raise makes the trace fail with :class:`~sapwood_tracer.Unsupported`.
+* An exception raised by sapwood's own code while an instruction runs (a bug) becomes an
+  :class:`~sapwood_tracer.Unsupported` at that instruction, like any construct the tracer
+  cannot capture: a graph break in default mode, a typed error with ``fullgraph=True``; it
+  never reaches the user as itself.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from ..values.base import Context, Value
 from .instructions import Instruction, decode
 from .registry import dispatch_table
 
-__all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame"]
+__all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame", "internal_error"]
 
 #: Instructions one trace may execute before it is refused (runaway loops).
 INSTRUCTION_BUDGET = 2_000_000
@@ -158,7 +162,10 @@ class SymbolicFrame:
                 handler(self, inst)
         except FrameReturn as ret:
             return ret.value
-        except Unsupported as exc:
+        except (FrameSuspend, BreakHere):
+            raise
+        except Exception as error:
+            exc = error if isinstance(error, Unsupported) else internal_error(error, self.current)
             if visits is not None and exc.break_index is None and self.current is not None:
                 exc.break_index = self.current.index
                 exc.break_visit = visits[self.current.index]
@@ -166,3 +173,15 @@ class SymbolicFrame:
             if not _is_library(self.code.co_filename):
                 exc.reached_from(self.location())
             raise exc.located(self.location()) from exc.__cause__
+
+
+def internal_error(error: BaseException, inst: Instruction | None) -> Unsupported:
+    """An exception raised by sapwood's own code while tracing, as the graph break it becomes:
+    the instruction runs eagerly (or, with ``fullgraph=True``, this typed error is raised)."""
+    where = f"the instruction {inst.opname}" if inst is not None else "tracing"
+    exc = Unsupported(
+        f"{where}, because of an internal error of sapwood ({type(error).__name__}: {error})",
+        hint="This is a sapwood bug; the code runs eagerly there. Please report it.",
+    )
+    exc.__cause__ = error
+    return exc

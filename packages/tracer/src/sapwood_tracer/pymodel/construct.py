@@ -58,7 +58,14 @@ def construct(
     if issubclass(cls, BaseException):
         raise Unsupported(f"constructing the exception {cls.__qualname__}")
     if issubclass(cls, torch.Tensor):
-        return tx.call(tx.wrap_trusted(torch.tensor if cls is torch.Tensor else cls), args, kwargs)
+        if cls is torch.Tensor or cls in torch._tensor_classes:  # type: ignore[attr-defined]
+            # torch.Tensor(...) and the legacy typed classes (torch.FloatTensor, ...)
+            return tx.call_torch_function(cls, args, kwargs)
+        raise Unsupported(
+            f"constructing a {cls.__qualname__} inside the compiled function",
+            hint="Create parameters and tensor subclasses outside the compiled function "
+            "(in __init__) and pass them in.",
+        )
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _namedtuple(tx, cls, args, kwargs)
     if is_ordered_dataclass(cls):

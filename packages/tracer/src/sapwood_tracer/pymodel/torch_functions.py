@@ -14,9 +14,11 @@ import torch
 from ..errors import Unsupported
 from ..marks import is_disallowed
 from ..values.base import ConstantValue, Context, Value
-from ..values.tensors import metadata_call
+from ..values.containers import TupleValue
+from ..values.symbolic import SizeValue, SymNumberValue
+from ..values.tensors import TensorValue, metadata_call
 
-__all__ = ["call_torch_function"]
+__all__ = ["call_torch_function", "legacy_constructor"]
 
 
 def _const(value: Any) -> Any:
@@ -105,6 +107,13 @@ _REFUSED = {
 }
 
 
+def _is_legacy_class(fn: Any) -> bool:
+    try:
+        return fn in _LEGACY_CLASSES
+    except TypeError:  # unhashable
+        return False
+
+
 def is_modelled_torch_function(fn: Any) -> bool:
     """Python-level torch functions answered here rather than inlined."""
     try:
@@ -113,10 +122,79 @@ def is_modelled_torch_function(fn: Any) -> bool:
         return False
 
 
+#: Legacy constructors: ``torch.Tensor`` (the default dtype) and the typed classes
+#: (``torch.FloatTensor``, ``torch.cuda.LongTensor``, ...), by the dtype and device they make.
+_LEGACY_CLASSES: dict[Any, tuple[torch.dtype | None, str]] = {
+    cls: (cls.dtype, "cuda" if cls.is_cuda else "cpu")
+    for cls in torch._tensor_classes  # type: ignore[attr-defined]
+}
+_LEGACY_CLASSES[torch.Tensor] = (None, "cpu")  # None: torch.get_default_dtype() (guarded)
+
+
+def _is_size_argument(value: Value) -> bool:
+    if isinstance(value, SymNumberValue):
+        return True
+    return value.is_constant() and type(value.as_constant()) is int
+
+
+def _legacy_shape(args: list[Value]) -> Value | None:
+    """The shape a legacy constructor's arguments ask for, or None when they are data.
+
+    As torch decides it: no argument is an empty 1-d tensor, ints are sizes, one
+    ``torch.Size`` is a size, any other sequence is data."""
+    if not args:
+        return TupleValue([ConstantValue(0)])
+    if all(_is_size_argument(a) for a in args):
+        return TupleValue(list(args))
+    if len(args) == 1 and (
+        isinstance(args[0], SizeValue)
+        or (args[0].is_constant() and type(args[0].as_constant()) is torch.Size)
+    ):
+        return args[0]
+    return None
+
+
+def legacy_constructor(
+    tx: Context,
+    receiver: TensorValue | None,
+    cls: Any,
+    args: list[Value],
+    kwargs: dict[str, Value],
+) -> Value:
+    """``Tensor.new(...)`` of ``receiver`` or ``cls(...)`` of a legacy constructor class, as
+    explicit operations: sizes give an uninitialised tensor, data a copy. (A graph would hand a
+    ``torch.Size`` over as a plain tuple, which these constructors read as data.)"""
+    what = "Tensor.new" if receiver is not None else f"{cls.__module__}.{cls.__qualname__}"
+    if set(kwargs) - {"device"}:
+        raise Unsupported(f"{what}() with {sorted(set(kwargs) - {'device'})} (TypeError)")
+    if len(args) == 1 and isinstance(args[0], TensorValue):
+        raise Unsupported(f"{what}() of a tensor (it would share that tensor's storage)")
+    shape = _legacy_shape(args)
+    if shape is None and len(args) != 1:
+        raise Unsupported(f"{what}() with {len(args)} arguments that are not sizes")
+    graph = tx.graph
+    if receiver is not None:
+        method = "new_empty" if shape is not None else "new_tensor"
+        operand = shape if shape is not None else args[0]
+        return graph.call_method(tx, method, [receiver, operand], dict(kwargs))
+    dtype, device = _LEGACY_CLASSES[cls]
+    options = {
+        "dtype": ConstantValue(dtype if dtype is not None else torch.get_default_dtype()),
+        "device": kwargs.get("device", ConstantValue(torch.device(device))),
+    }
+    if shape is not None:
+        return graph.call_function(tx, torch.empty, [shape], options)
+    return graph.call_function(tx, torch.tensor, [args[0]], options)
+
+
 def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if is_disallowed(fn):
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
         raise Unsupported(f"a call to {name}, which sapwood.disallow_in_graph keeps out of graphs")
+    if fn is torch.Tensor.new and args and isinstance(args[0], TensorValue):
+        return legacy_constructor(tx, args[0], None, args[1:], kwargs)
+    if _is_legacy_class(fn):
+        return legacy_constructor(tx, None, fn, args, kwargs)
     special = _SPECIAL.get(fn)
     if special is not None:
         return special(tx, args, kwargs)  # type: ignore[no-any-return]

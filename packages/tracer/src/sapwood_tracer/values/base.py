@@ -163,6 +163,7 @@ _CONSTANT_TYPES: tuple[type, ...] = (
     inspect.Signature,
     inspect.Parameter,
     type(inspect.Parameter.POSITIONAL_ONLY),
+    types.UnionType,  # `int | None`, immutable and compared by its members
 )
 
 

@@ -81,6 +81,14 @@ class ModuleValue(Value):
         inst = module.__dict__
         if name in inst:
             return tx.wrap(inst[name], AttrSource(self._src(), name))
+        if klass is not None:
+            # Python's order: a class attribute (a method, a class-level default) comes before
+            # Module.__getattr__, so it wins over a parameter, buffer or submodule of that
+            # name; an instance attribute of the same name would shadow the class's.
+            tx.guard_false(ContainsSource(AttrSource(self._src(), "__dict__"), name))
+            found = class_attribute(tx, cls, name, self)
+            assert found is not None
+            return found
         for store in ("_parameters", "_buffers", "_modules"):
             table = inst.get(store)
             if table is not None and name in table:
@@ -89,12 +97,6 @@ class ModuleValue(Value):
                 # the registry dict directly instead of going through Module.__getattr__.
                 tx.member_stores[source] = store
                 return tx.wrap(table[name], source)
-        if klass is not None:
-            # an instance attribute of the same name would shadow the class's
-            tx.guard_false(ContainsSource(AttrSource(self._src(), "__dict__"), name))
-            found = class_attribute(tx, cls, name, self)
-            assert found is not None
-            return found
         if cls.__getattr__ is not _MODULE_GETATTR:
             raise Unsupported(
                 f"attribute {name!r} of {self.describe()} through a custom __getattr__"

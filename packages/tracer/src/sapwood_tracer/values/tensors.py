@@ -231,6 +231,8 @@ class TensorMethodValue(Value):
             )
         if name == "type" and not args and not kwargs:
             return ConstantValue(self.tensor.fake.type())
+        if name == "new":  # the legacy constructor: sizes or data, decided as torch does
+            return tx.call_torch_function(torch.Tensor.new, [self.tensor, *args], kwargs)
         return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
 
 
