@@ -435,6 +435,7 @@ class _Generator:
             (1, lambda: self.global_effect(s)),
             (1, lambda: self.comprehension(s)),
             (0.5, lambda: self.lambda_call(s)),
+            (1, lambda: self.python_idiom(s)),
             (0.3, lambda: [f"assert {self.static_cond(s)} or True"]),
         ]
         if not deep:
@@ -448,6 +449,7 @@ class _Generator:
             ]
             if s.def_depth < 2:
                 options.append((1.5, lambda: self.nested_function(s)))
+                options.append((0.4, lambda: self.generator_function(s)))
         if s.inputs:
             options += [
                 (2, lambda: self.container_effect(s)),
@@ -630,6 +632,55 @@ class _Generator:
         assert isinstance(result, list)
         return result
 
+    def python_idiom(self, s: Scope) -> list[str]:
+        """Plain Python around the tensors: unpacking, strings, dict deletion, kwargs."""
+        t = self.choice(s.all_tensors())
+        k = self.choice(s.ints)
+        options: list[tuple[float, Callable[[], object]]] = [
+            (
+                1,
+                lambda: (
+                    ["{0}, {1} = {1}, {0}".format(*self.rng.sample(s.tensors, 2))]
+                    if len(s.tensors) > 1
+                    else [f"{k}, = ({k},)"]
+                ),
+            ),
+            (1, lambda: [f'{k} = len("-".join(str(c) for c in range({self.small_count(s)})))']),
+            (1, lambda: [f'print(f"{{{k}}}:{{tuple({t}.shape)}}:{{{t}.dtype}}")']),
+            (0.7, lambda: [f"{k} = int({t}.shape[0] > 1) + (not G_FLAG)"]),
+        ]
+        if s.inputs:
+            options += [
+                (1, lambda: ["first, *rest = xs", f"{self.choice(s.tensors)} = first + len(rest)"]),
+                (0.7, lambda: ['if "extra" in d:', '    del d["extra"]']),
+                (0.5, lambda: [f"{k} = sum(len(v.shape) for v in xs) % 5"]),
+            ]
+        if self.helpers:
+            options.append(
+                (
+                    1,
+                    lambda: [
+                        f"{self.choice(s.tensors)} = {self.choice(self.helpers)}(t={t}, k={self.int_expr(s, 1)})"
+                    ],
+                )
+            )
+        self.use("python idioms")
+        result = self.pick(options)
+        assert isinstance(result, list)
+        return result
+
+    def generator_function(self, s: Scope) -> list[str]:
+        """A nested generator, consumed at once."""
+        self.use("generator functions")
+        name = self.fresh("gen")
+        t = self.choice(s.all_tensors())
+        return [
+            f"def {name}(t, count):",
+            "    for c in range(count):",
+            f"        yield t * c + {self.choice(s.all_tensors())}",
+            f"{self.choice(s.tensors)} = sum({name}({t}, {self.rng.randint(1, 3)}), {t})",
+        ]
+
     def lambda_call(self, s: Scope) -> list[str]:
         self.use("closures")
         name = self.fresh("fn")
@@ -730,10 +781,25 @@ class _Generator:
         if s.inputs and kind < 0.3 and not s.iterating_xs:
             v = self.fresh("v")
             child = s.child(in_loop=True, iterating_xs=True, ro_tensors=[*s.ro_tensors, v])
-            header = self.choice([f"for {v} in xs:", f"for {var}, {v} in enumerate(xs):"])
-            if "enumerate" in header:
+            header = self.choice(
+                [
+                    f"for {v} in xs:",
+                    f"for {var}, {v} in enumerate(xs):",
+                    f"for {v}, {var} in zip(xs, range(len(xs) - 1, -1, -1)):",
+                ]
+            )
+            if var in header:
                 child.ro_ints = [*child.ro_ints, var]
             return [header, *_indent(self.block(child, 1, 2))]
+        if s.inputs and kind < 0.36:
+            key, val = self.fresh("key"), self.fresh("val")
+            child = s.child(in_loop=True, ro_tensors=[*s.ro_tensors, val])
+            return [
+                f"for {key}, {val} in list(d.items()):",
+                f"    if not isinstance({val}, torch.Tensor):",
+                "        continue",
+                *_indent(self.block(child, 1, 2)),
+            ]
         if kind < 0.4:
             u = self.fresh("u")
             child = s.child(in_loop=True, ro_tensors=[*s.ro_tensors, u], ro_ints=[*s.ro_ints, var])
