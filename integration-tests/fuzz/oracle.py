@@ -141,10 +141,10 @@ class _Run:
 class _Side:
     """One namespace of the program and its entry point (compiled or not)."""
 
-    def __init__(self, program: Program, compiler: Compiler | None) -> None:
+    def __init__(self, program: Program, code: Any, compiler: Compiler | None) -> None:
         self.phase = "compiled" if compiler else "eager"
         self.namespace: dict[str, Any] = {"__name__": "fuzz_program"}
-        exec(compile(program.source, program.filename, "exec"), self.namespace)
+        exec(code, self.namespace)
         self.program = program
         if program.entry == "module":
             self.module = self.namespace["Program"]()
@@ -379,8 +379,9 @@ def run_program(
     reset()
     try:
         try:
-            eager = _Side(program, None)
-            compiled = _Side(program, compiler)
+            code = compile(program.source, program.filename, "exec")
+            eager = _Side(program, code, None)
+            compiled = _Side(program, code, compiler)
         except Exception as exc:
             if is_sapwood_failure(exc, program.filename):
                 return _crash_verdict(0, exc, program)

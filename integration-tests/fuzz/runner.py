@@ -55,6 +55,7 @@ class Result:
     detail: str = ""
     signature: str = ""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # of the worker process (the host may be shared)
     features: list[str] = field(default_factory=list)
 
 
@@ -83,6 +84,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 def run_one(seed: int, timeout: float = 0) -> Result:
     """Generate and check the program of ``seed``; never raises."""
     started = time.perf_counter()
+    cpu_started = time.process_time()
     features: list[str] = []
     try:
         program = generate(seed)
@@ -119,6 +121,7 @@ def run_one(seed: int, timeout: float = 0) -> Result:
             f"harness {type(exc).__name__}",
         )
     result.seconds = time.perf_counter() - started
+    result.cpu_seconds = time.process_time() - cpu_started
     result.features = features
     return result
 
@@ -150,8 +153,8 @@ def run_many(
     timeout: float = 60,
     progress: Any = None,
 ) -> Summary:
-    """Run the programs of ``seeds`` on ``workers`` processes. ``progress(done, counts,
-    seconds)`` is called after each program."""
+    """Run the programs of ``seeds`` on ``workers`` processes. ``progress(result, done,
+    counts, seconds)`` is called after each program."""
     seeds = list(seeds)
     started = time.perf_counter()
     counts = {kind: 0 for kind in KINDS}
@@ -161,7 +164,7 @@ def run_many(
         results.append(result)
         counts[result.kind] += 1
         if progress is not None:
-            progress(len(results), counts, time.perf_counter() - started)
+            progress(result, len(results), counts, time.perf_counter() - started)
 
     if workers <= 1:
         _quiet()
@@ -289,8 +292,14 @@ def format_counts(counts: dict[str, int]) -> str:
 
 
 def report(summary: Summary, out: Path | None, file: Any = sys.stdout) -> None:
+    """Print the counts, failure groups, feature coverage; name ``out`` if failures went there."""
     n = len(summary.results)
-    print(f"\nsapwood fuzz: {n} programs in {summary.seconds:.0f} s", file=file)
+    cpu = sum(r.cpu_seconds for r in summary.results)
+    print(
+        f"\nsapwood fuzz: {n} programs in {summary.seconds:.0f} s "
+        f"({cpu:.0f} CPU-seconds in the workers, {cpu / max(n, 1):.2f} per program)",
+        file=file,
+    )
     for kind in KINDS:
         print(f"  {kind:<11} {summary.counts[kind]:>6}", file=file)
     groups: dict[str, list[Result]] = collections.defaultdict(list)
@@ -314,8 +323,6 @@ def report(summary: Summary, out: Path | None, file: Any = sys.stdout) -> None:
         file=file,
     )
     if out is not None and summary.failures:
-        for result in summary.failures:
-            write_failure(out, result)
         print(f"failing programs and reproducers written to {out}/", file=file)
 
 
@@ -350,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = program_seeds(args.seed, args.count)
     step = max(1, min(500, args.count // 10))
 
-    def progress(done: int, counts: dict[str, int], seconds: float) -> None:
+    def progress(result: Result, done: int, counts: dict[str, int], seconds: float) -> None:
+        if result.kind in FAILURES:
+            write_failure(args.out, result)  # at once: a long run can be read while it goes
         if done % step == 0 or done == len(seeds):
             rate = done / seconds if seconds else 0.0
             print(
