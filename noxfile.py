@@ -185,6 +185,27 @@ def gpu(session: nox.Session) -> None:
 
 
 @nox.session
+def fuzz(session: nox.Session) -> None:
+    """The differential fuzzer: generated programs compiled by sapwood, compared with eager.
+
+    Runs 10,000 programs (run seed 0) on two worker processes, prints the counts (match,
+    mismatch, crash, both-raise) and writes each failing program with a reproducer to
+    ``fuzz-results/``. Arguments go to the fuzzer (``integration-tests/fuzz``), e.g.
+    ``nox -s fuzz -- --count 500 --seed 3`` or ``nox -s fuzz -- --only 1234``.
+    """
+    _install_stack_editable(session)
+    session.run(
+        "python",
+        "-m",
+        "fuzz",
+        "--out",
+        str(ROOT / "fuzz-results"),
+        *session.posargs,
+        env={"PYTHONPATH": str(ROOT / "integration-tests")},
+    )
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting."""
     session.install("ruff==0.17.5")  # pinned: new releases add rules and formatting changes
