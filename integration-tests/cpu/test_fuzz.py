@@ -21,12 +21,6 @@ COUNT = 500
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="today 0 mismatches and 2 crashes (seeds 135, 294: a set that becomes a frame input "
-    "crashes guard installation, integration-tests/fuzz/FINDINGS.md #1); remove this mark "
-    "once they are fixed",
-)
 def test_generated_programs_behave_as_eager() -> None:
     summary = run_many(program_seeds(SEED, COUNT), workers=2)
     text = io.StringIO()

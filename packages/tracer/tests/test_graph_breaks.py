@@ -615,3 +615,50 @@ def test_a_break_in_a_function_with_many_locals_resumes_compiled():
 
     report = check_breaks(fn, _inputs(), ops=[7, 9], breaks=1)
     assert report.eager_functions == []
+
+
+def test_a_loop_over_a_list_sees_what_the_loop_stores_into_it(backend, same):
+    def fn(xs, x):
+        out = []
+        for v in xs:
+            out.append(v)
+            xs[-1] = 10
+        return out, x + 1
+
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    for _ in range(2):
+        xs, ys = [0, 0], [0, 0]
+        same(compiled(xs, torch.ones(1)), fn(ys, torch.ones(1)))
+        assert xs == ys == [0, 10]
+    assert backend.count == 1
+
+
+@pytest.mark.parametrize("wrap", ["plain", "enumerate", "zip", "map"])
+def test_a_break_in_a_loop_over_a_list_continues_that_very_iteration(wrap):
+    """The resume function gets the list itself and the position, not a copy of the rest:
+    what the loop appends after the break is still iterated over, as eagerly."""
+
+    def fn(xs, ys, x):
+        if wrap == "enumerate":
+            items = enumerate(xs)
+        elif wrap == "zip":
+            items = zip(xs, ys)
+        elif wrap == "map":
+            items = map(lambda v: v * 2, xs)
+        else:
+            items = iter(xs)
+        out = []
+        for item in items:
+            sapwood_tracer.graph_break()
+            out.append(x * (item[-1] if isinstance(item, tuple) else item))
+            if len(xs) < 4:
+                xs.append(len(xs))
+                ys.append(len(ys))
+        return out
+
+    expected = fn([1, 2], [5, 6], torch.ones(1))
+    report = sapwood_tracer.explain(fn)([1, 2], [5, 6], torch.ones(1))
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    got = compiled([1, 2], [5, 6], torch.ones(1))
+    assert [t.item() for t in got] == [t.item() for t in expected]
+    assert report.eager_functions == []

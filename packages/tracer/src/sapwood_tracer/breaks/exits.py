@@ -30,6 +30,7 @@ the resume function can see is rebuilt from the graph's outputs, the inputs, or 
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Unsupported
 from ..interpreter.instructions import Instruction
 from ..interpreter.registry import dispatch_table
-from ..values.base import NULL, ConstantValue, IteratorValue, Value
+from ..values.base import NULL, ConstantValue, IteratorRecipe, IteratorValue, Value
 from ..values.containers import TupleValue
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
 from ..values.functions import BoundMethodValue, UserFunctionValue
@@ -179,11 +180,11 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
     def continuation(
         target: int, items: list[Value], eager: bool = False, raises: bool = False
     ) -> Continuation:
-        layout, passed = _layout(items, local_names, cell_names)
+        layout, passed, plain_locals = _layout(items, local_names, locals_values, cell_names)
         if raises:
-            layout = ResumeLayout(layout.stack, layout.local_names, layout.cell_names, True)
+            layout = dataclasses.replace(layout, raises=True)
         resume = resume_code(original, original_index(target), layout)
-        return Continuation(resume, [*passed, *locals_values, *cell_values], eager)
+        return Continuation(resume, [*passed, *plain_locals, *cell_values], eager)
 
     if inst.opname in _CALLS or inst.opname in _JUMPS_ON_TRUTH:
         exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
@@ -297,10 +298,35 @@ class _ResultPlaceholder(Value):
 
 
 def _layout(
-    stack: list[Value], local_names: tuple[str, ...], cell_names: tuple[str, ...]
-) -> tuple[ResumeLayout, list[Value]]:
+    stack: list[Value],
+    local_names: tuple[str, ...],
+    local_values: list[Value],
+    cell_names: tuple[str, ...],
+) -> tuple[ResumeLayout, list[Value], list[Value]]:
+    """The resume layout of ``stack`` and the live locals, the values passed for the stack
+    (and for iterators), and the values of the locals passed as themselves.
+
+    An iterator is made again by the resume function (its recipe), never passed: a local
+    holding the very iterator a stack slot holds is stored from that slot once it is made,
+    so the two stay one object; another iterator local is made by its own recipe."""
     slots: list[StackSlot] = []
     passed: list[Value] = []
+    local_iterators: list[tuple[str, Any]] = []
+    plain_names: list[str] = []
+    plain_values: list[Value] = []
+    for name, value in zip(local_names, local_values):
+        if not isinstance(value, IteratorValue):
+            plain_names.append(name)
+            plain_values.append(value)
+            continue
+        slot = next((i for i, item in enumerate(stack) if item is value), None)
+        if slot is not None:
+            local_iterators.append((name, slot))
+            continue
+        recipe = value.rebuild()
+        if recipe is None:
+            raise Unsupported(f"a graph break while the local {name!r} holds {value.describe()}")
+        local_iterators.append((name, _recipe_shape(recipe, passed)))
     for value in stack:
         if value is NULL:
             slots.append(StackSlot("null"))
@@ -312,15 +338,30 @@ def _layout(
                 )
             slots.append(StackSlot("context", ctx.factory, ctx.args))
         elif isinstance(value, IteratorValue):
-            rest = value.remaining()
-            if rest is None:
+            recipe = value.rebuild()
+            if recipe is None:
                 raise Unsupported(f"a graph break inside a loop over {value.describe()}")
-            slots.append(StackSlot("iterator"))
-            passed.append(TupleValue(rest))
+            slots.append(StackSlot("iterator", recipe=_recipe_shape(recipe, passed)))
         else:
             slots.append(StackSlot("value"))
             passed.append(value)
-    return ResumeLayout(tuple(slots), local_names, cell_names), passed
+    layout = ResumeLayout(
+        tuple(slots), tuple(plain_names), cell_names, local_iterators=tuple(local_iterators)
+    )
+    return layout, passed, plain_values
+
+
+def _recipe_shape(recipe: IteratorRecipe, passed: list[Value]) -> tuple[Any, ...]:
+    """The recipe as the resume layout's shape (``("call", fn, parts)``, ``("value",)`` for a
+    passed argument), appending the values it passes to ``passed`` in order."""
+    parts: list[tuple[Any, ...]] = []
+    for arg in recipe.args:
+        if isinstance(arg, IteratorRecipe):
+            parts.append(_recipe_shape(arg, passed))
+        else:
+            passed.append(TupleValue(list(arg)) if isinstance(arg, tuple) else arg)
+            parts.append(("value",))
+    return ("call", recipe.fn, tuple(parts))
 
 
 def _call_operands(

@@ -158,10 +158,13 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
             out.entries[k] = (ConstantValue(k), wrap(tx, obj[k], ItemSource(source, k)))
         return out
     if cls in (set, frozenset):
-        if not is_constant_type(tuple(obj)):
+        members = tuple(obj)
+        if not is_constant_type(members):
             raise Unsupported("a set input of non-constant members")
         _type_match(tx, source, obj)
-        tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
+        # the members in iteration order: equal sets may iterate in different orders, and
+        # the trace followed this one's
+        tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
         return SetValue({v: ConstantValue(v) for v in obj}, cls is frozenset, source, order=obj)
     if isinstance(obj, os._Environ):
         _type_match(tx, source, obj)

@@ -25,13 +25,21 @@ from ..values.base import (
     BuiltinValue,
     ConstantValue,
     Context,
+    IteratorRecipe,
     IteratorValue,
     ListIteratorValue,
     Value,
     _AttributeMissing,
     is_constant_type,
 )
-from ..values.containers import DictValue, ListValue, SetValue, TupleValue
+from ..values.containers import (
+    DictValue,
+    ListValue,
+    ListValueIterator,
+    SetValue,
+    TupleValue,
+    list_iterator_at,
+)
 from ..values.functions import FunctionValue
 from ..values.identity import ObjectIdValue
 from ..values.iterators import MapIteratorValue
@@ -493,6 +501,14 @@ def _iterators(tx: Context, values: list[Value]) -> list[IteratorValue]:
     return its  # type: ignore[return-value]
 
 
+@handles(list_iterator_at)
+def _list_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    items, index = args
+    if not isinstance(items, ListValue):
+        raise Unsupported(f"a list iterator over {items.describe()}")
+    return ListValueIterator(items, int(index.as_constant()))
+
+
 @handles(builtins.zip)
 def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
@@ -521,11 +537,11 @@ class _EnumerateIterator(IteratorValue):
     def describe(self) -> str:
         return "an enumerate iterator"
 
-    def remaining(self) -> list[Value] | None:
-        rest = self.inner.remaining()
-        if rest is None:
+    def rebuild(self) -> IteratorRecipe | None:
+        inner = self.inner.rebuild()
+        if inner is None:
             return None
-        return [TupleValue([ConstantValue(self.count + i), v]) for i, v in enumerate(rest)]
+        return IteratorRecipe(enumerate, (inner, ConstantValue(self.count)))
 
     def next_value(self, tx: Context) -> Value | None:
         v = self.inner.next_value(tx)

@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "BuiltinValue",
     "ConstantValue",
     "Context",
+    "IteratorRecipe",
     "IteratorValue",
     "ListIteratorValue",
     "NullValue",
@@ -302,6 +304,17 @@ class BoundBuiltinMethod(Value):
         return self.receiver.call_method(tx, self.name, args, kwargs)  # type: ignore[attr-defined, no-any-return]
 
 
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class IteratorRecipe:
+    """How a graph break makes an iterator again, eagerly: ``fn(*args)``. Each argument is a
+    value (passed to the resume function), a tuple of values (passed as one tuple), or another
+    recipe (made first). ``fn`` is a real callable the tracer also models, so the resume
+    function is traced like any other code."""
+
+    fn: Any
+    args: tuple[Value | tuple[Value, ...] | IteratorRecipe, ...]
+
+
 class IteratorValue(Value):
     """Base of iterators: ``next_value`` returns the next value or ``None`` when exhausted."""
 
@@ -314,9 +327,16 @@ class IteratorValue(Value):
         raise NotImplementedError
 
     def remaining(self) -> list[Value] | None:
-        """The items still to come, if known without running anything (for graph breaks
-        inside loops, where the rest of the loop gets them as a tuple); else None."""
+        """The items still to come, if known without running anything; else None."""
         return None
+
+    def rebuild(self) -> IteratorRecipe | None:
+        """How a graph break inside a loop over this iterator makes it again (None: it
+        cannot). By default: ``iter()`` of the items still to come, when they are known."""
+        rest = self.remaining()
+        if rest is None:
+            return None
+        return IteratorRecipe(iter, (tuple(rest),))
 
     def iterate(self, tx: Context) -> Value:
         return self

@@ -17,15 +17,25 @@ from typing import Any
 
 from ..errors import Unsupported
 from .attributes import class_attribute, lookup_mro
-from .base import BoundBuiltinMethod, ConstantValue, Context, Value, attribute_missing
+from .base import (
+    BoundBuiltinMethod,
+    ConstantValue,
+    Context,
+    IteratorRecipe,
+    IteratorValue,
+    Value,
+    attribute_missing,
+)
 
 __all__ = [
     "DictValue",
     "ListValue",
+    "ListValueIterator",
     "NamedTupleValue",
     "SetValue",
     "SliceValue",
     "TupleValue",
+    "list_iterator_at",
 ]
 
 
@@ -166,6 +176,9 @@ class ListValue(_SequenceValue):
         if self.source is not None:
             # a list from the inputs: its final contents are written back after the graph
             tx.side_effects.mutate_container(self)
+
+    def iterate(self, tx: Context) -> Value:
+        return ListValueIterator(self, 0)
 
     def getattr(self, tx: Context, name: str) -> Value:
         if name in _LIST_METHODS:
@@ -515,6 +528,51 @@ class SetValue(Value):
         else:
             raise Unsupported(f"set.{name}")
         return ConstantValue(None)
+
+
+def list_iterator_at(items: list[Any], index: int) -> Any:
+    """A list iterator over ``items`` that has already produced ``index`` items: how a graph
+    break inside a loop over a list continues that very iteration (it sees what the rest of
+    the loop stores into or appends to the list, as the original iteration would)."""
+    iterator = iter(items)
+    iterator.__setstate__(index)  # type: ignore[attr-defined]
+    return iterator
+
+
+class ListValueIterator(IteratorValue):
+    """``iter(a_list)``: reads the list as it is at each step, as CPython's list iterator
+    does, so items stored or appended during the loop are seen."""
+
+    __slots__ = ("done", "index", "target")
+
+    def __init__(self, target: ListValue, index: int) -> None:
+        super().__init__(None)
+        self.target = target
+        self.index = index
+        self.done = False  # once exhausted, it stays so even if the list grows (as CPython's)
+
+    def describe(self) -> str:
+        return "a list iterator"
+
+    def python_type(self) -> type:
+        return type(iter([]))
+
+    def next_value(self, tx: Context) -> Value | None:
+        items = self.target.items
+        if self.done or self.index >= len(items):
+            self.done = True
+            return None
+        value = items[self.index]
+        self.index += 1
+        return value
+
+    def remaining(self) -> list[Value] | None:
+        return [] if self.done else list(self.target.items[self.index :])
+
+    def rebuild(self) -> IteratorRecipe | None:
+        if self.done:
+            return IteratorRecipe(iter, ((),))
+        return IteratorRecipe(list_iterator_at, (self.target, ConstantValue(self.index)))
 
 
 class SliceValue(Value):

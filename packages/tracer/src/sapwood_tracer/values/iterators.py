@@ -7,7 +7,7 @@ built from an input container iterates over the container's guarded snapshot.
 
 from __future__ import annotations
 
-from .base import Context, IteratorValue, Value
+from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
 from .containers import TupleValue
 
 __all__ = ["MapIteratorValue"]
@@ -27,13 +27,15 @@ class MapIteratorValue(IteratorValue):
     def describe(self) -> str:
         return f"a {self.kind} iterator"
 
-    def remaining(self) -> list[Value] | None:
-        if self.kind != "zip":
-            return None  # map/filter would run their callable
-        parts = [it.remaining() for it in self.sources]
+    def rebuild(self) -> IteratorRecipe | None:
+        # the same combinator over its sources made again (map/filter with their callable)
+        parts = [it.rebuild() for it in self.sources]
         if any(p is None for p in parts):
             return None
-        return [TupleValue(list(items)) for items in zip(*parts)]  # type: ignore[arg-type]
+        if self.kind == "zip":
+            return IteratorRecipe(zip, tuple(parts))  # type: ignore[arg-type]
+        fn: Value = self.fn if self.fn is not None else ConstantValue(None)
+        return IteratorRecipe(map if self.kind == "map" else filter, (fn, *parts))  # type: ignore[arg-type]
 
     def next_value(self, tx: Context) -> Value | None:
         while True:
