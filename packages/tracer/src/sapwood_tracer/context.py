@@ -108,6 +108,9 @@ class TraceContext(Protocol[V]):
     breaks_allowed: bool
     #: instructions this trace may still run before it is refused (runaway loops)
     budget: int
+    #: the exception being handled (``sys.exc_info()``): an exception value of the trace,
+    #: the caller's unknown one (``OUTER_EXCEPTION``), or None
+    handled: V | None
 
     @property
     def graph(self) -> GraphRecorder[V]: ...

@@ -6,7 +6,7 @@ location (``file:line``), so the message points at the line to change.
 
 from __future__ import annotations
 
-__all__ = ["TracerError", "Unsupported", "UnsupportedPythonWarning"]
+__all__ = ["TracedException", "TracerError", "Unsupported", "UnsupportedPythonWarning"]
 
 
 class TracerError(Exception):
@@ -59,6 +59,29 @@ class Unsupported(TracerError):
             self.location = location
             self.args = (self._message(),)
         return self
+
+
+class TracedException(Unsupported):
+    """The traced program raises an exception here (``value``, an exception value of the
+    trace). A frame whose exception table covers the raising instruction catches it and runs
+    the handler symbolically, as CPython would; one that nothing in the trace catches is an
+    :class:`Unsupported` like any other: a graph break at the raising instruction, which then
+    raises for real, eagerly."""
+
+    def __init__(
+        self, value: object = None, *, cls: type | None = None, args: tuple[object, ...] = ()
+    ) -> None:
+        #: the exception value; until a frame needs it, the model of an operation that
+        #: raises gives only its class and argument values (``cls``, ``values``)
+        self.value = value
+        self.cls = cls
+        self.values = args
+        describe = getattr(value, "describe", None)
+        if callable(describe):
+            what = describe()
+        else:
+            what = f"a {getattr(cls, '__qualname__', cls)} exception"
+        super().__init__(f"{what} raised by the traced code and not caught there")
 
 
 class UnsupportedPythonWarning(UserWarning):

@@ -46,6 +46,7 @@ from ..values.containers import (
     TupleValue,
 )
 from ..values.contexts import ContextClassValue
+from ..values.exceptions import ExceptionValue
 from ..values.functions import (
     BoundMethodValue,
     CellValue,
@@ -73,6 +74,14 @@ def _new_object(cls: type, attrs: dict[str, Any]) -> Any:
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     return obj
+
+
+def _new_exception(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
+    exc: Any = BaseException.__new__(cls)
+    exc.args = args
+    for name, value in attrs.items():
+        setattr(exc, name, value)
+    return exc
 
 
 class OutputCollector:
@@ -116,6 +125,9 @@ class OutputCollector:
                 self.collect(item, seen)
         elif isinstance(value, NewObjectValue):
             for item in value.attrs.values():
+                self.collect(item, seen)
+        elif isinstance(value, ExceptionValue):
+            for item in (*value.args, *value.attrs.values()):
                 self.collect(item, seen)
         elif isinstance(value, OrderedDataclassValue):
             for _, item in value.items():
@@ -365,7 +377,9 @@ def _emit(
         ]
         expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
     elif isinstance(value, SetValue):
-        parts = [_emit(em, v, collector, built, indent) for v in value.members.values()]
+        # members in the traced set's iteration order (the real set's own order follows)
+        members = [value.members[k] for k in value.order]
+        parts = [_emit(em, v, collector, built, indent) for v in members]
         kind = frozenset if value.frozen else set
         expr = f"{em.const(kind)}([{', '.join(parts)}])"
     elif isinstance(value, OrderedDataclassValue):
@@ -374,6 +388,16 @@ def _emit(
             for k, v in value.rebuild_kwargs().items()
         ]
         expr = f"{em.const(value.cls)}(**{{{', '.join(pairs)}}})"
+    elif isinstance(value, ExceptionValue):
+        args = [_emit(em, v, collector, built, indent) for v in value.args]
+        pairs = [
+            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
+            for k, v in value.attrs.items()
+        ]
+        expr = (
+            f"{em.const(_new_exception)}({em.const(value.cls)}, "
+            f"({', '.join(args)}{',' if len(args) == 1 else ''}), {{{', '.join(pairs)}}})"
+        )
     elif isinstance(value, NewObjectValue):
         pairs = [
             f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"

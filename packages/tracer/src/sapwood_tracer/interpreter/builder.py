@@ -153,7 +153,9 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
             raise Unsupported("a dict input whose keys are not constants")
         _type_match(tx, source, obj)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
-        out = DictValue({}, source, cls=cls)
+        out = DictValue(
+            {}, source, cls=cls, obj=obj if cls not in (dict, collections.OrderedDict) else None
+        )
         for k in keys:
             out.entries[k] = (ConstantValue(k), wrap(tx, obj[k], ItemSource(source, k)))
         return out

@@ -11,8 +11,14 @@ Invariants:
 * A generator frame is resumable: it suspends by raising :class:`FrameSuspend` from its
   loop and later continues at the next instruction, so generators run lazily, interleaved
   with their consumer exactly as in Python.
-* Exceptional edges are never taken: the exception table is ignored, and any exception the
-  traced code would raise makes the trace fail with :class:`~sapwood_tracer.Unsupported`.
+* An exception the traced code raises (:class:`~sapwood_tracer.errors.TracedException`) goes
+  where CPython sends it: the handler that the code's exception table names for the raising
+  instruction (the stack cut to the entry's depth, the raising offset pushed when the entry
+  asks for it, then the exception), else out of the frame to its caller's call instruction.
+  One that no traced frame catches is a graph break at the root frame's raising instruction.
+* A construct that cannot be traced while the root frame is handling an exception moves the
+  graph break back to the instruction that raised it: the exception is then raised for real
+  and its handler runs eagerly, so no handler ever resumes half-symbolic.
 * An exception raised by sapwood's own code while an instruction runs (a bug) becomes an
   :class:`~sapwood_tracer.Unsupported` at that instruction, like any construct the tracer
   cannot capture: a graph break in default mode, a typed error with ``fullgraph=True``; it
@@ -28,9 +34,10 @@ from typing import Any
 
 from sapwood_graph import Source
 
-from ..errors import Unsupported
-from ..values.base import Context, Value
-from .instructions import Instruction, decode
+from ..errors import TracedException, Unsupported
+from ..values.base import ConstantValue, Context, Value
+from ..values.exceptions import ExceptionValue, exception_value
+from .instructions import Instruction, decode, exception_handler
 from .registry import dispatch_table
 
 __all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame", "internal_error"]
@@ -103,6 +110,10 @@ class SymbolicFrame:
         # trace can name "the n-th execution of instruction i" and the retrace stop there.
         self.visits: dict[int, int] | None = None
         self.break_at: tuple[int, int] | None = None
+        # (instruction index, visit) of the raise each open handler of the root frame is
+        # handling, outermost first (PUSH_EXC_INFO opens one, POP_EXCEPT closes it)
+        self.raised_at: tuple[int, int] | None = None
+        self.handling: list[tuple[int, int] | None] = []
 
     # -- stack -------------------------------------------------------------------------
     def push(self, value: Value) -> None:
@@ -129,6 +140,28 @@ class SymbolicFrame:
     def location(self) -> str:
         line = self.current.lineno if self.current is not None else self.code.co_firstlineno
         return f"{self.code.co_filename}:{line}"
+
+    def unwind(self, raised: TracedException, inst: Instruction) -> bool:
+        """Send ``raised`` to this frame's handler for ``inst``; False if it has none.
+
+        Caught here, the exception gets the ``__context__`` Python gives it: the exception
+        being handled when it was raised (the frames in between handled none of their own)."""
+        handler = exception_handler(self.code, inst.offset)
+        if handler is None:
+            return False
+        value = exception_value(raised)
+        if isinstance(value, ExceptionValue) and "__context__" not in value.attrs:
+            handled = self.tx.handled
+            if handled is not None and handled is not value:
+                value.attrs["__context__"] = handled
+        del self.stack[handler.depth :]
+        if handler.lasti:
+            self.push(ConstantValue(inst.offset))
+        self.push(value)  # type: ignore[arg-type]
+        self.ip = handler.target
+        if self.visits is not None:
+            self.raised_at = (inst.index, self.visits[inst.index])
+        return True
 
     def cell_name(self, index: int) -> str:
         names = self.code.co_cellvars + self.code.co_freevars
@@ -159,7 +192,11 @@ class SymbolicFrame:
                 handler = table.get(inst.opname)
                 if handler is None:
                     raise Unsupported(f"the opcode {inst.opname}")
-                handler(self, inst)
+                try:
+                    handler(self, inst)
+                except TracedException as raised:
+                    if not self.unwind(raised, inst):
+                        raise
         except FrameReturn as ret:
             return ret.value
         except (FrameSuspend, BreakHere):
@@ -167,8 +204,12 @@ class SymbolicFrame:
         except Exception as error:
             exc = error if isinstance(error, Unsupported) else internal_error(error, self.current)
             if visits is not None and exc.break_index is None and self.current is not None:
-                exc.break_index = self.current.index
-                exc.break_visit = visits[self.current.index]
+                raised = next((at for at in self.handling if at is not None), None)
+                if raised is not None:  # break where the handled exception was raised
+                    exc.break_index, exc.break_visit = raised
+                else:
+                    exc.break_index = self.current.index
+                    exc.break_visit = visits[self.current.index]
             exc.traced_stack.append(f"{self.location()} in {self.code.co_qualname}")
             if not _is_library(self.code.co_filename):
                 exc.reached_from(self.location())

@@ -9,6 +9,9 @@ Invariants:
   prefix into the next instruction's ``arg``), so indices are those of the ``bytecode``
   package's ``Instr`` items too, which resume functions rely on (see :mod:`sapwood_tracer.breaks.resume`).
 * Decoding is cached per code object; the lists are immutable.
+* The exception table (3.11+: offset ranges, each with a handler, a stack depth and whether
+  the raising offset is pushed) is read through ``dis`` and cached the same way; its targets
+  are instruction indices too.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Instruction", "decode"]
+__all__ = ["ExceptionHandler", "Instruction", "decode", "exception_handler"]
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
@@ -69,3 +72,31 @@ def decode(code: types.CodeType) -> tuple[Instruction, ...]:
     result = tuple(out)
     _decoded[code] = result
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionHandler:
+    """Where an exception raised at some instruction goes: the handler's instruction index,
+    the stack depth to unwind to, and whether the raising offset is pushed first (``lasti``)."""
+
+    target: int
+    depth: int
+    lasti: bool
+
+
+_handlers: dict[types.CodeType, tuple[tuple[int, int, ExceptionHandler], ...]] = {}
+
+
+def exception_handler(code: types.CodeType, offset: int) -> ExceptionHandler | None:
+    """The handler covering the instruction at ``offset`` in ``code``'s exception table."""
+    table = _handlers.get(code)
+    if table is None:
+        index = {ins.offset: ins.index for ins in decode(code)}
+        entries = dis._parse_exception_table(code)  # type: ignore[attr-defined]
+        table = _handlers[code] = tuple(
+            (e.start, e.end, ExceptionHandler(index[e.target], e.depth, e.lasti)) for e in entries
+        )
+    for start, end, handler in table:
+        if start <= offset < end:
+            return handler
+    return None

@@ -22,18 +22,19 @@ from typing import Any
 from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
 
 from ..context import FrameState
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 from ..guards.sources import LenSource
 from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
 from ..pymodel.construct import construct
-from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing
+from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing, attribute_missing
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import ContextExitValue
+from ..values.exceptions import OUTER_EXCEPTION, ExceptionValue, exception_value, python_error
 from ..values.functions import FunctionValue, RealCellValue
 from ..values.generators import GeneratorValue
-from ..values.objects import ClassValue, NewObjectValue, ObjectValue
+from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
 from . import builder
 from .frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame
@@ -65,6 +66,8 @@ class TraceSession:
         self.loose_state: list[Value] = []  # set_grad_enabled(b) called outside a with block
         #: whether a construct that cannot be captured may become a graph break
         self.breaks_allowed = False
+        #: the exception being handled (sys.exc_info()); the caller's is unknown while tracing
+        self.handled: Value | None = OUTER_EXCEPTION
 
     # -- guards ----------------------------------------------------------------------------
     def guard(self, kind: GuardKind, source: Source, expected: Any) -> None:
@@ -154,19 +157,24 @@ class TraceSession:
 
     # -- protocol helpers --------------------------------------------------------------------
     def lookup(self, obj: Value, name: str) -> Value:
-        """``obj.name``; raises ``_AttributeMissing`` where Python raises AttributeError."""
+        """``obj.name``; raises ``_AttributeMissing`` where Python raises AttributeError
+        (the model's own, or one the traced code raised, e.g. in a ``__getattr__``)."""
         if name == "__class__":
             # the type of every value from the inputs is guarded when it is wrapped
             return self.wrap_trusted(obj.python_type())
-        return obj.getattr(self, name)
+        try:
+            return obj.getattr(self, name)
+        except TracedException as exc:
+            value = exception_value(exc)
+            if isinstance(value, ExceptionValue) and issubclass(value.cls, AttributeError):
+                raise attribute_missing(obj.describe(), name) from exc
+            raise
 
     def getattr(self, obj: Value, name: str) -> Value:
         try:
-            return self.lookup(obj, name)
+            return obj.getattr(self, name) if name != "__class__" else self.lookup(obj, name)
         except _AttributeMissing as exc:
-            raise Unsupported(
-                f"reading the missing attribute {name!r} of {obj.describe()} (AttributeError)"
-            ) from exc
+            raise python_error(AttributeError, _no_attribute(obj, name)) from exc
 
     def getitem(self, container: Value, key: Value) -> Value:
         return container.getitem(self, key)
@@ -272,6 +280,19 @@ class TraceSession:
 
     def plain_setattr(self, cls: type) -> bool:
         return False
+
+
+def _no_attribute(obj: Value, name: str) -> str:
+    """Python's message for a missing attribute."""
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        return f"{obj.describe()} has no attribute {name!r}"
+    if isinstance(obj, PyModuleValue):
+        return f"module {obj.module.__name__!r} has no attribute {name!r}"
+    if isinstance(obj, ClassValue):
+        return f"type object {obj.cls.__name__!r} has no attribute {name!r}"
+    return f"{cls.__name__!r} object has no attribute {name!r}"
 
 
 def bind_arguments(

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 from ..values.base import (
     BuiltinValue,
     ConstantValue,
@@ -40,6 +40,7 @@ from ..values.containers import (
     TupleValue,
     list_iterator_at,
 )
+from ..values.exceptions import ExceptionValue, python_error, raised_for_real
 from ..values.functions import FunctionValue
 from ..values.identity import ObjectIdValue
 from ..values.iterators import MapIteratorValue
@@ -154,9 +155,7 @@ def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]
             *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
         )
     except Exception as exc:
-        raise Unsupported(
-            f"{getattr(fn, '__name__', fn)} raising {type(exc).__name__}: {exc}"
-        ) from exc
+        raise raised_for_real(exc, getattr(fn, "__name__", repr(fn))) from exc
     return tx.wrap_trusted(result)
 
 
@@ -312,7 +311,7 @@ def _number_reduce(pick: Any) -> Handler:
         if not items:
             if default is not None:
                 return default
-            raise Unsupported(f"{pick.__name__}() of an empty sequence (ValueError)")
+            raise python_error(ValueError, f"{pick.__name__}() arg is an empty sequence")
         if key is not None:
             keys = [tx.call(key, [v], {}) for v in items]
         else:
@@ -389,6 +388,8 @@ def _scalar_type(kind: type) -> Handler:
         symbolic_int = isinstance(args[0], SymNumberValue) and args[0].python_type() is int
         if kind is int and len(args) == 1 and symbolic_int:
             return args[0]  # int(size) is the size: it stays symbolic
+        if kind is str and isinstance(args[0], ExceptionValue):
+            return _text_of_exception(args[0], str)
         if kind is str and not args[0].is_constant():
             raise Unsupported(f"str() of {args[0].describe()}")
         return _fold_call(tx, kind, args, kwargs)
@@ -398,6 +399,26 @@ def _scalar_type(kind: type) -> Handler:
 
 for _kind in (int, float, bool, str):
     _HANDLERS[_kind] = _scalar_type(_kind)
+
+
+def _text_of_exception(exc: ExceptionValue, text: Any) -> Value:
+    """``str()``/``repr()`` of an exception of the trace: those of the real exception made
+    from the same constant arguments, when its class keeps BaseException's own."""
+    real = exc.real()
+    method = "__str__" if text is str else "__repr__"
+    owner = next(k for k in exc.cls.__mro__ if method in k.__dict__)
+    if real is None or owner.__module__ != "builtins":
+        raise Unsupported(f"{text.__name__}() of {exc.describe()}")
+    return ConstantValue(text(real))
+
+
+@handles(builtins.repr)
+def _repr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) == 1 and isinstance(args[0], ExceptionValue):
+        return _text_of_exception(args[0], repr)
+    if not all(a.is_constant() for a in args):
+        raise Unsupported(f"repr() of {args[0].describe() if args else 'nothing'}")
+    return _fold_call(tx, repr, args, kwargs)
 
 
 # ----------------------------------------------------------------- containers and iteration
@@ -489,7 +510,7 @@ def _next(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if value is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("next() of an exhausted iterator (StopIteration)")
+        raise TracedException(cls=StopIteration)
     return value
 
 
@@ -514,7 +535,7 @@ def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
         lists = [tx.unpack(a) for a in args]
         if len({len(x) for x in lists}) > 1:
-            raise Unsupported("zip(strict=True) of unequal lengths (ValueError)")
+            raise python_error(ValueError, "zip() arguments have unequal lengths")
         return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)])
     return MapIteratorValue("zip", None, _iterators(tx, args))
 

@@ -18,6 +18,7 @@ from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value, is_constant_type
 from ..values.containers import NamedTupleValue
+from ..values.exceptions import ExceptionValue
 from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
@@ -56,7 +57,7 @@ def construct(
             hint="Create modules in __init__, not in forward.",
         )
     if issubclass(cls, BaseException):
-        raise Unsupported(f"constructing the exception {cls.__qualname__}")
+        return _exception(tx, cls_value, args, kwargs)
     if issubclass(cls, torch.Tensor):
         if cls is torch.Tensor or cls in torch._tensor_classes:  # type: ignore[attr-defined]
             # torch.Tensor(...) and the legacy typed classes (torch.FloatTensor, ...)
@@ -88,6 +89,36 @@ def construct(
     if not (returned.is_constant() and returned.as_constant() is None):
         raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
     return obj
+
+
+def _python_defines(cls: type, name: str) -> bool:
+    """Whether a class of ``cls``'s MRO written in Python defines ``name``."""
+    return any(name in klass.__dict__ for klass in cls.__mro__ if klass.__module__ != "builtins")
+
+
+def _exception(
+    tx: Context, cls_value: ClassValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """An exception instance: BaseException's ``__new__`` keeps the arguments as ``args``, and
+    a ``__init__`` written in Python is inlined (its ``super().__init__(...)`` sets ``args``)."""
+    cls = cls_value.cls
+    if issubclass(cls, OSError) or _python_defines(cls, "__new__"):
+        # OSError's __new__ picks a subclass from errno; a __new__ of one's own: not modelled
+        raise Unsupported(f"constructing the exception {cls.__qualname__}")
+    if type(cls) is not type:
+        raise Unsupported(
+            f"constructing {cls.__qualname__}, whose metaclass is {type(cls).__name__}"
+        )
+    exc = ExceptionValue(cls, list(args))
+    if _python_defines(cls, "__init__"):
+        init = class_attribute(tx, cls, "__init__", exc)
+        assert init is not None
+        returned = tx.call(init, args, kwargs)
+        if not (returned.is_constant() and returned.as_constant() is None):
+            raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
+    elif kwargs:
+        raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+    return exc
 
 
 def _stateless_torch_module(

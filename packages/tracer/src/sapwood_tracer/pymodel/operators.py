@@ -15,6 +15,7 @@ from ..errors import Unsupported
 from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value
 from ..values.containers import DictValue, ListValue, SetValue, TupleValue
+from ..values.exceptions import raised_for_real
 from ..values.identity import same_object
 from ..values.objects import NewObjectValue, ObjectValue
 from ..values.symbolic import (
@@ -112,9 +113,7 @@ def _fold(fn: Any, *values: Value) -> Value:
     try:
         return ConstantValue(fn(*(v.as_constant() for v in values)))
     except (ArithmeticError, TypeError, ValueError) as exc:
-        raise Unsupported(
-            f"{getattr(fn, '__name__', fn)} on constants raising {type(exc).__name__}: {exc}"
-        ) from exc
+        raise raised_for_real(exc, f"{getattr(fn, '__name__', fn)} on constants") from exc
 
 
 def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:

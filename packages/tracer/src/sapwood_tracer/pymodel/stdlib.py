@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import Unsupported
 from ..values.base import ConstantValue, Context, IteratorValue, ListIteratorValue, Value
 from ..values.containers import TupleValue
+from ..values.exceptions import python_error
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.identity import same_object
 from ..values.objects import PartialValue
@@ -38,7 +39,7 @@ def _reduce(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         acc = args[2]
     else:
         if not items:
-            raise Unsupported("reduce() of an empty sequence (TypeError)")
+            raise python_error(TypeError, "reduce() of empty iterable with no initial value")
         acc, items = items[0], items[1:]
     for item in items:
         acc = tx.call(fn, [acc, item], {})

@@ -13,10 +13,14 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import types
 from typing import Any
 
-from ..errors import Unsupported
-from .attributes import class_attribute, lookup_mro
+from sapwood_graph import AttrSource
+
+from ..errors import TracedException, Unsupported
+from ..guards.sources import ContainsSource
+from .attributes import class_attribute, is_data_descriptor, lookup_mro
 from .base import (
     BoundBuiltinMethod,
     ConstantValue,
@@ -81,7 +85,16 @@ class _SequenceValue(Value):
         try:
             return self.items[index]
         except IndexError:
-            raise Unsupported(f"{self.describe()} index {index} out of range") from None
+            kind = "list" if isinstance(self, ListValue) else "tuple"
+            raise TracedException(
+                cls=IndexError, args=(ConstantValue(f"{kind} index out of range"),)
+            ) from None
+
+
+def _not_in_list(item: Value) -> Value:
+    if item.is_constant():
+        return ConstantValue(f"{item.as_constant()!r} is not in list")
+    return ConstantValue("list.index(x): x not in list")
 
 
 class TupleValue(_SequenceValue):
@@ -112,7 +125,9 @@ class TupleValue(_SequenceValue):
         for i, v in enumerate(self.items):
             if tx.equal(v, args[0]):
                 return ConstantValue(i)
-        raise Unsupported("tuple.index of a missing item (ValueError)")
+        raise TracedException(
+            cls=ValueError, args=(ConstantValue("tuple.index(x): x not in tuple"),)
+        )
 
 
 class NamedTupleValue(TupleValue):
@@ -228,7 +243,7 @@ class ListValue(_SequenceValue):
             for i, v in enumerate(self.items):
                 if tx.equal(v, args[0]):
                     return ConstantValue(i)
-            raise Unsupported("list.index of a missing item (ValueError)")
+            raise TracedException(cls=ValueError, args=(_not_in_list(args[0]),))
         if name == "count":
             return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
         if name == "remove":
@@ -236,7 +251,9 @@ class ListValue(_SequenceValue):
                 if tx.equal(v, args[0]):
                     del self.items[i]
                     return none
-            raise Unsupported("list.remove of a missing item (ValueError)")
+            raise TracedException(
+                cls=ValueError, args=(ConstantValue("list.remove(x): x not in list"),)
+            )
         if name == "sort":
             if not all(v.is_constant() for v in self.items) or args:
                 raise Unsupported("list.sort of non-constant items")
@@ -272,14 +289,20 @@ _LIST_METHODS = frozenset(
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
-    __slots__ = ("cls", "entries")
+    __slots__ = ("cls", "entries", "obj")
 
     def __init__(
-        self, entries: dict[Any, tuple[Value, Value]], source: Any = None, cls: type = dict
+        self,
+        entries: dict[Any, tuple[Value, Value]],
+        source: Any = None,
+        cls: type = dict,
+        obj: Any = None,
     ) -> None:
         super().__init__(source)
         self.entries = entries
         self.cls = cls
+        #: the real object of a dict subclass from the inputs (its instance attributes)
+        self.obj = obj
 
     @classmethod
     def from_pairs(cls, tx: Context, pairs: list[tuple[Value, Value]]) -> DictValue:
@@ -319,7 +342,9 @@ class DictValue(Value):
     def getitem(self, tx: Context, key: Value) -> Value:
         k = key.hash_key(tx)
         if k not in self.entries:
-            raise Unsupported(f"dict lookup of missing key {k!r} (KeyError)")
+            if lookup_mro(self.cls, "__missing__")[0] is not None:
+                raise Unsupported(f"{self.cls.__qualname__}.__missing__ (a missing key)")
+            raise TracedException(cls=KeyError, args=(key,))
         return self.entries[k][1]
 
     def setitem(self, tx: Context, key: Value, value: Value) -> None:
@@ -332,25 +357,42 @@ class DictValue(Value):
         self.check_mutable(tx)
         k = key.hash_key(tx)
         if k not in self.entries:
-            raise Unsupported(f"del of missing dict key {k!r} (KeyError)")
+            raise TracedException(cls=KeyError, args=(key,))
         del self.entries[k]
 
     def contains(self, tx: Context, item: Value) -> bool:
         return item.hash_key(tx) in self.entries
 
     def getattr(self, tx: Context, name: str) -> Value:
-        if self.cls not in (dict, collections.OrderedDict):
-            klass, _ = lookup_mro(self.cls, name)
-            if (
-                klass is not None
-                and klass.__module__ != "builtins"
-                and klass is not collections.OrderedDict
-            ):
-                found = class_attribute(tx, self.cls, name, self)
-                if found is not None:
-                    return found
+        # Python's order for a dict subclass: data descriptors of the class, the instance's
+        # own attributes, other class attributes, dict's methods, then __getattr__.
+        subclass = self.cls not in (dict, collections.OrderedDict)
+        klass, raw = lookup_mro(self.cls, name) if subclass else (None, None)
+        written_in_python = (
+            klass is not None
+            and klass.__module__ != "builtins"
+            and klass is not collections.OrderedDict
+        )
+        if written_in_python and is_data_descriptor(raw):
+            return class_attribute(tx, self.cls, name, self)  # type: ignore[return-value]
+        instance = getattr(self.obj, "__dict__", None)
+        if instance is not None and self.source is not None:
+            attrs = AttrSource(self.source, "__dict__")
+            if name in instance:
+                return tx.wrap(instance[name], AttrSource(self.source, name))
+            tx.guard_false(ContainsSource(attrs, name))
+        if written_in_python:
+            found = class_attribute(tx, self.cls, name, self)
+            if found is not None:
+                return found
         if name in _DICT_METHODS:
             return BoundBuiltinMethod(self, name)
+        if subclass:
+            _, hook = lookup_mro(self.cls, "__getattr__")
+            if isinstance(hook, types.FunctionType):  # inlined; its AttributeError is "missing"
+                method = class_attribute(tx, self.cls, "__getattr__", self)
+                assert method is not None
+                return tx.call(method, [ConstantValue(name)], {})
         raise attribute_missing(self.describe(), name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
@@ -381,7 +423,7 @@ class DictValue(Value):
                 return self.entries.pop(k)[1]
             if len(args) > 1:
                 return args[1]
-            raise Unsupported(f"dict.pop of missing key {k!r} (KeyError)")
+            raise TracedException(cls=KeyError, args=(args[0],))
         if name == "setdefault":
             k = args[0].hash_key(tx)
             if k not in self.entries:
@@ -522,7 +564,7 @@ class SetValue(Value):
         elif name in ("discard", "remove"):
             k = args[0].hash_key(tx)
             if k not in self.members and name == "remove":
-                raise Unsupported("set.remove of a missing member (KeyError)")
+                raise TracedException(cls=KeyError, args=(args[0],))
             self.members.pop(k, None)
             self.order.discard(k)
         else:

@@ -82,10 +82,12 @@ class ContextExitValue(Value):
         return f"__exit__ of {self.context.describe()}"
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        if any(not (a.is_constant() and a.as_constant() is None) for a in args):
-            raise Unsupported("leaving a with block through an exception")
+        # (None, None, None) on the normal exit; (type, exception, traceback) when an
+        # exception leaves the block: torch's contexts restore their state and let it go on
         tx.exit_context(self.context)
-        return ConstantValue(None)
+        if all(a.is_constant() and a.as_constant() is None for a in args):
+            return ConstantValue(None)
+        return ConstantValue(False)
 
 
 class ContextClassValue(Value):

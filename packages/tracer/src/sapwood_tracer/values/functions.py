@@ -16,7 +16,7 @@ from typing import Any
 
 from sapwood_graph import AttrSource, ClosureCellSource, DefaultArgSource, Source
 
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 from ..guards.sources import HasAttrSource
 from .base import ConstantValue, Context, Value, attribute_missing
 
@@ -44,7 +44,15 @@ class CellValue(Value):
 
     def load(self, tx: Context, name: str) -> Value:
         if self.contents is None:
-            raise Unsupported(f"free variable {name!r} read before assignment (NameError)")
+            raise TracedException(
+                cls=NameError,
+                args=(
+                    ConstantValue(
+                        f"cannot access free variable {name!r} where it is not associated "
+                        "with a value in enclosing scope"
+                    ),
+                ),
+            )
         return self.contents
 
     def store(self, tx: Context, value: Value | None) -> None:

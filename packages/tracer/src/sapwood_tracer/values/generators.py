@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
-from ..errors import Unsupported
+from ..errors import TracedException
 from .base import ConstantValue, Context, Value
 from .iterators import IteratorValue
 
@@ -41,7 +41,9 @@ class GeneratorValue(IteratorValue):
         if self.done:
             return None
         if self.running:
-            raise Unsupported("a generator that is already running (ValueError)")
+            raise TracedException(
+                cls=ValueError, args=(ConstantValue("generator already executing"),)
+            )
         self.frame.push(ConstantValue(None))  # what the suspended yield evaluates to
         self.running = True
         try:

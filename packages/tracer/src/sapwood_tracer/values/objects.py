@@ -25,7 +25,7 @@ import torch
 
 from sapwood_graph import AttrSource, ItemSource, Source
 
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 from ..guards.sources import ContainsSource, HasAttrSource, WeakRefTargetSource
 from .attributes import class_attribute, class_dict_source, held, is_data_descriptor, lookup_mro
 from .base import (
@@ -33,11 +33,13 @@ from .base import (
     BuiltinValue,
     ConstantValue,
     Context,
+    IteratorValue,
     ListIteratorValue,
     Value,
     attribute_missing,
 )
 from .containers import DictValue, TupleValue
+from .exceptions import exception_value
 from .functions import BoundMethodValue
 
 __all__ = [
@@ -94,7 +96,10 @@ class _UserProtocols(Value):
             # __len__, that is exactly the indices below len(self)
             n = self.length(tx)
             return ListIteratorValue([self.getitem(tx, ConstantValue(i)) for i in range(n)])
-        return tx.iterate(self._dunder(tx, "__iter__", []))
+        iterator = self._dunder(tx, "__iter__", [])
+        if isinstance(iterator, _UserProtocols) and iterator._has("__next__"):
+            return UserIteratorValue(iterator)  # (often the object itself)
+        return tx.iterate(iterator)
 
     def unpack(self, tx: Context) -> list[Value]:
         return tx.unpack(self.iterate(tx))
@@ -114,6 +119,31 @@ class _UserProtocols(Value):
         )[0] not in (None, object):
             raise Unsupported(f"the truth value of {self.describe()}")
         return True
+
+
+class UserIteratorValue(IteratorValue):
+    """An object of a user class with ``__next__``, iterated: each step inlines ``__next__``,
+    and its ``StopIteration`` (raised in the traced code) ends the iteration."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: _UserProtocols) -> None:
+        super().__init__(None)
+        self.target = target
+
+    def describe(self) -> str:
+        return f"iteration over {self.target.describe()}"
+
+    def python_type(self) -> type:
+        return self.target.python_type()
+
+    def next_value(self, tx: Context) -> Value | None:
+        try:
+            return self.target._dunder(tx, "__next__", [])
+        except TracedException as raised:
+            if issubclass(getattr(exception_value(raised), "cls", type(None)), StopIteration):
+                return None
+            raise
 
 
 class ObjectValue(_UserProtocols):
@@ -229,6 +259,11 @@ class NewObjectValue(_UserProtocols):
             return tx.wrap(self.cls, held(self.cls, self.cls.__qualname__))
         if klass is not None:
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
+        _, hook = lookup_mro(self.cls, "__getattr__")
+        if isinstance(hook, types.FunctionType):  # inlined; its AttributeError is "missing"
+            method = class_attribute(tx, self.cls, "__getattr__", self)
+            assert method is not None
+            return tx.call(method, [ConstantValue(name)], {})
         raise attribute_missing(self.describe(), name)
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
@@ -399,7 +434,7 @@ class EnvironValue(Value):
     def getitem(self, tx: Context, key: Value) -> Value:
         found = self._read(tx, key)
         if found is None:
-            raise Unsupported(f"os.environ[{key.as_constant()!r}] of an unset variable (KeyError)")
+            raise TracedException(cls=KeyError, args=(key,))
         return found
 
     def contains(self, tx: Context, item: Value) -> bool:

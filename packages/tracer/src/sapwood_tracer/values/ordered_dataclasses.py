@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 from .attributes import class_attribute
 from .base import BoundBuiltinMethod, ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, TupleValue
@@ -109,7 +109,7 @@ class OrderedDataclassValue(Value):
         if isinstance(k, str):
             found = dict(items).get(k)
             if found is None:
-                raise Unsupported(f"{self.describe()}[{k!r}] of an unset field (KeyError)")
+                raise TracedException(cls=KeyError, args=(key,))
             return found
         values = TupleValue([v for _, v in items])
         return values.getitem(tx, key)

@@ -25,7 +25,7 @@ import torch
 
 from sapwood_graph import FakePropagationError, Source
 
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 from .base import ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 from .symbolic import (
@@ -107,7 +107,7 @@ class TensorValue(Value):
 
     def length(self, tx: Context) -> int:
         if self.fake.dim() == 0:
-            raise Unsupported("len() of a 0-d tensor (TypeError)")
+            raise TracedException(cls=TypeError, args=(ConstantValue("len() of a 0-d tensor"),))
         return int(self.fake.shape[0])
 
     def unpack(self, tx: Context) -> list[Value]:

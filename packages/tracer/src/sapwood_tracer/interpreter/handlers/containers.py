@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...errors import Unsupported
 from ...values.base import ConstantValue, Value
 from ...values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue
+from ...values.exceptions import python_error
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -126,7 +127,11 @@ def unpack_sequence(frame: SymbolicFrame, inst: Instruction) -> None:
     assert inst.arg is not None
     items = frame.tx.unpack(frame.pop())
     if len(items) != inst.arg:
-        raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+        if len(items) > inst.arg:
+            raise python_error(ValueError, f"too many values to unpack (expected {inst.arg})")
+        raise python_error(
+            ValueError, f"not enough values to unpack (expected {inst.arg}, got {len(items)})"
+        )
     frame.stack.extend(reversed(items))
 
 
@@ -136,7 +141,10 @@ def unpack_ex(frame: SymbolicFrame, inst: Instruction) -> None:
     before, after = inst.arg & 0xFF, inst.arg >> 8
     items = frame.tx.unpack(frame.pop())
     if len(items) < before + after:
-        raise Unsupported("starred unpacking of too few values (ValueError)")
+        raise python_error(
+            ValueError,
+            f"not enough values to unpack (expected at least {before + after}, got {len(items)})",
+        )
     middle = ListValue(items[before : len(items) - after])
     ordered = [*items[:before], middle, *items[len(items) - after :]]
     frame.stack.extend(reversed(ordered))

@@ -22,6 +22,7 @@ from ...errors import Unsupported
 from ...guards.sources import ContainsSource, HeldObjectSource
 from ...pymodel.builtins import make_super
 from ...values.base import NULL, ConstantValue, Value
+from ...values.exceptions import python_error
 from ...values.functions import CellValue
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
@@ -34,7 +35,10 @@ _BUILTINS_SOURCE = HeldObjectSource(id(_BUILTINS), "builtins", _BUILTINS)
 def _load_local(frame: SymbolicFrame, name: str) -> Value:
     value = frame.locals.get(name)
     if value is None:
-        raise Unsupported(f"local variable {name!r} read before assignment (UnboundLocalError)")
+        raise python_error(
+            UnboundLocalError,
+            f"cannot access local variable {name!r} where it is not associated with a value",
+        )
     return value
 
 
@@ -124,7 +128,7 @@ def global_value(frame: SymbolicFrame, name: str) -> Value:
     assigned, pending = tx.side_effects.pending_global(g, name)
     if assigned:
         if pending is None:
-            raise Unsupported(f"reading the deleted global {name!r} (NameError)")
+            raise python_error(NameError, f"name {name!r} is not defined")
         return pending
     if name in g:
         source: Source
@@ -139,7 +143,7 @@ def global_value(frame: SymbolicFrame, name: str) -> Value:
         else:
             tx.guard_false(ContainsSource(frame.globals_source or _held_globals(g), name))
         return tx.wrap_trusted(_BUILTINS[name])
-    raise Unsupported(f"the undefined global {name!r} (NameError)")
+    raise python_error(NameError, f"name {name!r} is not defined")
 
 
 def _held_globals(g: dict) -> HeldObjectSource:

@@ -1,0 +1,162 @@
+"""Exceptions as values: raised, caught and inspected inside the trace.
+
+An :class:`ExceptionValue` is an exception object that exists only in the trace: raised by the
+traced code (``raise ValueError(...)``) or by the model of an operation that raises in Python
+(a missing dict key, ``next()`` of an exhausted iterator). Raising it is
+:class:`~sapwood_tracer.errors.TracedException`, which the frame sends to the handler its
+exception table names, as CPython does; one that no traced handler catches becomes a graph
+break at the instruction that raised, which then raises for real.
+
+Invariants:
+
+* Only what the trace knows is answered: ``args``, attributes set on it, its class's methods,
+  ``__cause__``/``__context__`` when they are exceptions of the trace. The traceback and
+  the exception the *caller* was handling (``OUTER_EXCEPTION``) are unknown, and reading them
+  is refused.
+* ``str()``/``repr()`` of an exception of a builtin class with constant arguments are those of
+  the real exception made from the same arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import TracedException, Unsupported
+from .attributes import class_attribute
+from .base import (
+    BoundBuiltinMethod,
+    ConstantValue,
+    Context,
+    Value,
+    attribute_missing,
+    is_constant_type,
+)
+from .containers import TupleValue
+
+__all__ = [
+    "OUTER_EXCEPTION",
+    "ExceptionValue",
+    "OuterExceptionValue",
+    "exception_value",
+    "python_error",
+    "raise_error",
+    "raised_for_real",
+]
+
+
+class ExceptionValue(Value):
+    """An instance of an exception class, made in the trace."""
+
+    __slots__ = ("args", "attrs", "cls")
+
+    def __init__(self, cls: type, args: list[Value]) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.args = args
+        #: attributes set on it (by its ``__init__``, by ``raise ... from``, by the code)
+        self.attrs: dict[str, Value] = {}
+
+    def describe(self) -> str:
+        return f"a {self.cls.__qualname__} exception"
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def real(self) -> BaseException | None:
+        """The same exception made for real, where its class and arguments allow it (a
+        builtin exception class, or a subclass that keeps BaseException's ``__str__``)."""
+        if not all(a.is_constant() for a in self.args):
+            return None
+        real: BaseException = BaseException.__new__(self.cls)
+        real.args = tuple(a.as_constant() for a in self.args)
+        return real
+
+    def getattr(self, tx: Context, name: str) -> Value:
+        if name in self.attrs:
+            value = self.attrs[name]
+            if value is OUTER_EXCEPTION:
+                raise Unsupported(f"{name} of an exception: {value.describe()}")
+            return value
+        if name == "args":
+            return TupleValue(list(self.args))
+        if name in ("__cause__", "__context__"):
+            return ConstantValue(None)
+        if name == "__suppress_context__":
+            return ConstantValue(False)
+        if name == "__traceback__":
+            raise Unsupported("the traceback of an exception raised in the traced code")
+        if name == "with_traceback":
+            return BoundBuiltinMethod(self, name)
+        if name == "value" and issubclass(self.cls, StopIteration):
+            return self.args[0] if self.args else ConstantValue(None)
+        found = class_attribute(tx, self.cls, name, self)
+        if found is None:
+            raise attribute_missing(self.describe(), name)
+        return found
+
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
+        if name == "args":
+            self.args = tx.unpack(value)
+            return
+        if name == "__traceback__":
+            raise Unsupported("setting the traceback of an exception in the traced code")
+        self.attrs[name] = value
+
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if name == "__init__":  # BaseException.__init__ (and a builtin subclass's): set args
+            self.args = list(args)
+            return ConstantValue(None)
+        if name == "with_traceback":
+            if not (args and args[0].is_constant() and args[0].as_constant() is None):
+                raise Unsupported("with_traceback() of a traceback in the traced code")
+            return self
+        raise Unsupported(f"{self.cls.__qualname__}.{name}")
+
+    def truth(self, tx: Context) -> bool:
+        return True
+
+    def hash_key(self, tx: Context) -> Any:
+        return ("__exception__", id(self))
+
+
+class OuterExceptionValue(Value):
+    """The exception the caller of the compiled function may be handling, unknown here."""
+
+    __slots__ = ()
+
+    def describe(self) -> str:
+        return "the exception being handled by the caller (unknown while tracing)"
+
+    def python_type(self) -> type:
+        raise Unsupported(self.describe())
+
+
+OUTER_EXCEPTION = OuterExceptionValue()
+
+
+def exception_value(raised: TracedException) -> Value:
+    """The exception value a traced raise carries (made from its class and arguments when
+    the raise came from the model of an operation)."""
+    if raised.value is None:
+        assert raised.cls is not None
+        raised.value = ExceptionValue(raised.cls, list(raised.values))  # type: ignore[arg-type]
+    return raised.value  # type: ignore[return-value]
+
+
+def raised_for_real(error: BaseException, what: str) -> Unsupported:
+    """An exception that a pure function raised, called on the trace's constants, as the
+    same exception raised by the traced code (its arguments constants), or, where its
+    arguments are not constants, an :class:`Unsupported` naming it."""
+    if type(error).__module__ == "builtins" and all(is_constant_type(a) for a in error.args):
+        return TracedException(ExceptionValue(type(error), [ConstantValue(a) for a in error.args]))
+    return Unsupported(f"{what} raising {type(error).__name__}: {error}")
+
+
+def python_error(cls: type[BaseException], *args: Any) -> TracedException:
+    """The error Python raises here: ``cls(*args)`` (constant arguments), to raise."""
+    return TracedException(ExceptionValue(cls, [ConstantValue(a) for a in args]))
+
+
+def raise_error(cls: type[BaseException], *args: Any) -> Any:
+    """Raise ``cls(*args)`` in the traced program (as a traced exception)."""
+    raise python_error(cls, *args)
