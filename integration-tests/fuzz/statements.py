@@ -80,7 +80,7 @@ class StatementWriter(ExpressionWriter):
         # `t += e` on a tensor is in place: it mutates an input when t still aliases one
         self.use("augmented assignment")
         op = self.choice(["+=", "-=", "*="])
-        return [f"{self.choice(s.tensors)} {op} {self.broadcast_expr(s, 2)}"]
+        return [f"{self.choice(s.tensors)} {op} {self._operand(s)}"]
 
     def in_place(self, s: Scope) -> list[str]:
         self.use("in-place mutation")
