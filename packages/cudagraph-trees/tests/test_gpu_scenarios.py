@@ -557,3 +557,54 @@ def test_two_branches_cost_the_larger_branch_not_the_sum(cuda):
         torch.testing.assert_close(b2(a([x]))[0], ((x + 1) * 3).exp())
     after_abb = trees.tree_info(0).pool_reserved_bytes
     assert after_abb == after_ab
+
+
+# ---------------------------------------------------------------- host scalars, odd outputs
+def test_cpu_scalar_input_is_graphed_and_keyed_by_value(cuda):
+    def scale(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(scale, [rand(), torch.tensor(2.0)], name="host")
+    for value in (2.0, 2.0, 2.0, 3.0, 3.0, 2.0):
+        x = rand()
+        torch.testing.assert_close(f([x, torch.tensor(value)])[0], x * value)
+    info = info_of("host")
+    assert not info.fallbacks
+    assert info.recordings == 2 and info.replays >= 2
+
+
+def test_cpu_scalar_changing_every_call_ends_eager_with_a_reason(cuda):
+    def scale(xs):
+        return [xs[0] * xs[1]]
+
+    f = wrap(scale, [rand(), torch.tensor(0.0)], name="host_moving", max_static_rerecords=2)
+    for step in range(8):
+        x = rand()
+        torch.testing.assert_close(f([x, torch.tensor(float(step))])[0], x * step)
+    assert any("CPU scalar" in reason for reason in info_of("host_moving").fallbacks)
+
+
+def test_sparse_output_runs_eagerly_with_a_reason(cuda):
+    def sparse(xs):
+        return [(xs[0] * 2).to_sparse()]
+
+    f = wrap(sparse, [rand()], name="sparse_out")
+    for _ in range(4):
+        x = rand()
+        torch.testing.assert_close(f([x])[0].to_dense(), x * 2)
+    assert any("sparse" in reason for reason in info_of("sparse_out").fallbacks)
+
+
+def test_no_live_pool_block_once_every_output_died(cuda):
+    f = wrap(pointwise, [rand()], name="dying")
+    for n in (8, 16, 32, 64):
+        for _ in range(3):
+            y = f([rand(n)])
+        torch.testing.assert_close(y[0].isfinite().all(), torch.tensor(True, device=DEV))
+        del y
+    gc.collect()
+    runtime = _api._runtimes[0]
+    sync_allocator(runtime.layer, runtime.pool, runtime.live)
+    assert runtime.live.count_alive() == 0
+    assert trees.tree_info(0).live_outputs == 0
+    assert not runtime.layer.live_blocks()

@@ -485,3 +485,102 @@ def test_replay_rule_ignores_dead_storages_without_a_prune():
     live.prune()
     assert len(live) == 1
     live.remove(entries[0])
+
+
+def _training_pair():
+    """A forward graph (loss and a saved activation) and its backward, on the simulated device."""
+
+    def forward(xs):
+        (x,) = xs
+        hidden = (x * 2).sin()
+        return [hidden.sum(), hidden]
+
+    def backward(xs):
+        hidden, grad = xs
+        return [hidden.cos() * grad]
+
+    fwd = wrap(forward, [torch.ones(4)], mode="forward", name="fwd")
+    bwd = wrap(backward, [torch.ones(4), torch.ones(())], mode="backward", name="bwd")
+    return fwd, bwd
+
+
+def test_a_training_loop_holding_its_loss_replays_after_each_step(sim):
+    """``loss = model(x); loss.backward()`` keeps last step's loss alive while the next forward
+    runs: once a step's backward ran, the next top-level call begins a step (as torch does),
+    so the forward replays instead of recording again, and the old loss is invalidated."""
+    fwd, bwd = _training_pair()
+    losses = []
+    for _ in range(6):
+        trees.new_generation()
+        loss, hidden = fwd([torch.randn(4)])
+        losses.append(loss)
+        bwd([hidden, torch.ones(())])  # the gradient dies (an optimizer step, set_to_none)
+        del hidden
+    assert (fn_info("fwd").recordings, fn_info("fwd").replays) == (1, 4)
+    assert (fn_info("bwd").recordings, fn_info("bwd").replays) == (1, 4)
+    message = sim.invalidated[losses[-2].untyped_storage()._cdata]
+    assert "fwd" in message and "a new training step began" in message
+    assert losses[-1].untyped_storage()._cdata not in sim.invalidated  # this step's loss
+    torch.testing.assert_close(losses[-1], losses[-1].clone())
+
+
+def test_gradients_kept_across_steps_stay_valid(sim):
+    """A gradient kept across steps (zero_grad(set_to_none=False)) is never invalidated: its
+    graph records again rather than overwrite it."""
+    fwd, bwd = _training_pair()
+    grads = []
+    for step in range(4):
+        trees.new_generation()
+        x = torch.full((4,), float(step))
+        _, hidden = fwd([x])
+        grads.append((bwd([hidden, torch.ones(())])[0], (x * 2).sin().cos()))
+        del hidden
+    for grad, expected in grads:
+        assert grad.untyped_storage()._cdata not in sim.invalidated
+        torch.testing.assert_close(grad, expected)
+
+
+def test_no_step_begins_while_a_forward_waits_for_its_backward(sim):
+    fwd, bwd = _training_pair()
+    for _ in range(3):
+        trees.new_generation()
+        first, hidden = fwd([torch.randn(4)])
+        trees.new_generation()  # a second forward before the first one's backward
+        second, hidden2 = fwd([torch.randn(4)])
+        bwd([hidden, torch.ones(())])
+        bwd([hidden2, torch.ones(())])
+        torch.testing.assert_close(first, first.clone())  # both still readable
+    assert not any(t.untyped_storage()._cdata in sim.invalidated for t in (first, second))
+
+
+def test_inference_outputs_stay_valid_across_calls(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="inf")
+    kept = []
+    for _ in range(4):
+        trees.new_generation()
+        kept.append(f([torch.randn(4)])[0])
+    assert not any(t.untyped_storage()._cdata in sim.invalidated for t in kept)
+
+
+def test_a_sparse_output_runs_eagerly_with_a_reason(sim):
+    def to_sparse(xs):
+        (x,) = xs
+        return [(x * 2).to_sparse(), x + 1]
+
+    f = wrap(to_sparse, [torch.ones(4)], name="sparse_out")
+    for _ in range(3):
+        x = torch.randn(4)
+        out = f([x])
+        torch.testing.assert_close(out[0].to_dense(), x * 2)
+        torch.testing.assert_close(out[1], x + 1)
+    info = fn_info("sparse_out")
+    assert info.recordings == 0
+    assert "sparse_coo tensor" in (info.eager_reason or "")
+
+
+def test_tree_info_counts_only_outputs_someone_holds(sim):
+    f = wrap(pointwise, [torch.ones(4)], name="counted")
+    held = [f([torch.randn(4)])[0] for _ in range(3)]
+    assert trees.tree_info(SIM_INDEX).live_outputs == 3
+    del held
+    assert trees.tree_info(SIM_INDEX).live_outputs == 0

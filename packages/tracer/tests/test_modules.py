@@ -199,3 +199,45 @@ def test_compiling_a_bound_method(backend, same):
     net = nn.Linear(4, 4)
     compiled = sapwood_tracer.compile(net.forward, backend=backend)
     same(compiled(X), net(X))
+
+
+def _graphs_of(fn, *args):
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    sapwood_tracer.compile(fn, backend=keep)(*args)
+    return graphs
+
+
+def test_parameters_and_buffers_are_static_graph_inputs():
+    net = nn.BatchNorm1d(4).train()
+    x = torch.randn(3, 4)
+    (gm,) = _graphs_of(net, x)
+    static = {
+        node.target: bool(node.meta.get("static_input"))
+        for node in gm.graph.nodes
+        if node.op == "placeholder"
+    }
+    assert sum(static.values()) == 5  # weight, bias, running mean and var, batches tracked
+    assert [name for name, is_static in static.items() if not is_static] == ["input"]
+
+
+def _scaled(x):
+    made_on_this_line = x.sin() * 3
+    return made_on_this_line
+
+
+def test_nodes_carry_the_users_frames_as_a_stack_trace():
+    def outer(x):
+        return _scaled(x) + 1
+
+    (gm,) = _graphs_of(outer, X)
+    traces = {node.target: node.meta.get("stack_trace") for node in gm.graph.nodes}
+    sin_trace = next(trace for target, trace in traces.items() if "sin" in str(target))
+    assert sin_trace.index("in test_nodes_carry") < sin_trace.index("in _scaled")
+    assert "return _scaled(x) + 1" in sin_trace
+    assert "made_on_this_line = x.sin() * 3" in sin_trace
+    assert __file__ in sin_trace

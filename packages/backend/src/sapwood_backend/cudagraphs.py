@@ -44,13 +44,13 @@ def _cuda_device_index(example_inputs: Sequence[Any]) -> int | None:
 
 
 def _output_stack_traces(gm: torch.fx.GraphModule) -> list[str | None]:
-    """For each output of ``gm``, the user's source line that produced it, when known."""
+    """For each output of ``gm``, the user's frames that produced it (a traceback), when known."""
     output = next(node for node in reversed(gm.graph.nodes) if node.op == "output")
     results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     traces: list[str | None] = []
     for result in results:
         trace = result.meta.get("stack_trace") if isinstance(result, torch.fx.Node) else None
-        traces.append(trace.strip().splitlines()[-1].strip() if trace else None)
+        traces.append(trace.rstrip() if trace else None)
     return traces
 
 

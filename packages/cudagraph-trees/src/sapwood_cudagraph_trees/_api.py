@@ -150,9 +150,13 @@ def mark_step_begin() -> None:
 def new_generation() -> None:
     """A compiler's hook at the start of each top-level invocation: end the current paths.
 
-    Outputs still referenced stay valid; the next recording starts a new root.
+    Outputs still referenced stay valid, with one exception, torch's: when a training step
+    ended before this call (every forward call's backward ran), a new step begins, and the
+    forward and inference outputs of earlier steps are invalidated at the next call (reading
+    one raises an error naming it; gradients stay valid). The next recording starts a new root.
     """
     for runtime in _runtimes.values():
+        runtime.end_training_step_if_done()
         runtime.end_path()
 
 
@@ -210,7 +214,7 @@ def tree_info(device_index: int) -> TreeInfo:
         current=runtime.tree.current.id if runtime.tree.current is not None else None,
         nodes=nodes,
         functions=tuple(functions),
-        live_outputs=len(runtime.live),
+        live_outputs=runtime.live.count_alive(),
         checkpoint_restores=runtime.pool.restores,
         pool_reserved_bytes=runtime.layer.reserved_bytes(),
     )

@@ -108,7 +108,7 @@ class LiveStorage:
     producer: str
     output_index: int
     stack_trace: str | None
-    exempt_from_step: bool
+    mode: str  # of the function that produced it: inference, forward or backward
     baseline: int = 0
     templates: list[torch.Tensor] | None = field(default=None, repr=False)
     persistent: bool = False
@@ -174,7 +174,7 @@ class LiveStorages:
         producer: str,
         output_index: int,
         stack_trace: str | None,
-        exempt_from_step: bool = False,
+        mode: str = "inference",
     ) -> LiveStorage:
         entry = LiveStorage(
             weak_handle(storage),
@@ -183,7 +183,7 @@ class LiveStorages:
             producer,
             output_index,
             stack_trace,
-            exempt_from_step,
+            mode,
         )
         self.put(entry)
         return entry
@@ -216,6 +216,10 @@ class LiveStorages:
             self._drop(entry)
             return False
         return True
+
+    def count_alive(self) -> int:
+        """How many storages someone other than the runtime still holds."""
+        return sum(1 for entry in self._by_ptr.values() if entry.alive())
 
     def prune(self) -> None:
         """Forget dead storages (the only place entries disappear without invalidation)."""

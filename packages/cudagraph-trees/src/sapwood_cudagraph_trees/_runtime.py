@@ -12,9 +12,13 @@ Invariants:
 * A replay never writes over a live storage: that is the liveness rule. Storages handed out
   earlier stay valid until they die, also across generations, so ``g(f(x))`` of separately
   wrapped functions and repeated calls with earlier outputs still referenced both work.
-* ``mark_step_begin()`` is the one place outputs become invalid on purpose: at the next call the
-  outputs of earlier steps (except forward outputs, which hold activations for a backward that
-  has not run yet) lose their memory, and reading them raises an error naming the function.
+* Outputs become invalid on purpose only when a step begins: explicitly, at the next call after
+  ``mark_step_begin()`` (the outputs of earlier steps lose their memory, except forward outputs,
+  which hold activations for a backward that has not run yet), or implicitly, as in torch, when
+  a new top-level call starts after a training step ended (every forward call's backward ran):
+  then the forward and inference outputs of earlier steps lose their memory, the loss a loop
+  still holds included, while gradients (backward outputs, which optimizers keep) stay valid.
+  Reading an invalidated output raises an error naming the function and the user's line.
 * Recordings per function are capped; the least recently used node is evicted first, so the
   number of graphs and the pool's memory stay bounded.
 * A call's key is its inputs' metadata and non-tensor values; for a layout-guarded function
@@ -34,13 +38,18 @@ from typing import Any
 
 import torch
 
+from ._calls import (
+    input_key,
+    is_host_scalar,
+    output_recipe,
+    stale_message,
+    uncapturable_output,
+    value_key,
+)
 from ._checkpoint import PoolState, sync_allocator
 from ._device import DeviceLayer
 from ._layout import (
     COPIED,
-    PLAN_INPUT,
-    PLAN_VALUE,
-    PLAN_VIEW,
     POOL,
     STATIC,
     InputCopy,
@@ -69,37 +78,6 @@ def _released() -> None:
 _UNSEEN = object()
 
 
-_Tensor = torch.Tensor
-
-
-def _input_key(inputs: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(
-        [
-            (x.dtype, x.shape, x.stride(), x.device) if isinstance(x, _Tensor) else (type(x), x)
-            for x in inputs
-        ]
-    )
-
-
-def _value_key(inputs: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...]:
-    """The key of a layout-guarded function: its non-tensor inputs alone."""
-    return tuple([(type(inputs[i]), inputs[i]) for i in positions])
-
-
-def stale_message(entry: LiveStorage, why: str, mode: str) -> str:
-    what = "gradient output" if mode == "backward" else "output"
-    lines = [
-        f"sapwood-cudagraph-trees: this tensor is {what} {entry.output_index} of "
-        f"'{entry.producer}', and its memory was handed back to the CUDA graph pool because "
-        f"{why}; a later graph replay overwrites it, so reading it is refused rather than "
-        "returning stale data."
-    ]
-    if entry.stack_trace:
-        lines.append(f"It was produced at:\n{entry.stack_trace}")
-    lines.append("To keep it across steps, clone it (out.clone()) before the next compiled call.")
-    return "\n".join(lines)
-
-
 class DeviceRuntime:
     """Tree, pool and live storages of one device."""
 
@@ -111,26 +89,43 @@ class DeviceRuntime:
         self.pool = PoolState()
         self.functions: list[weakref.ref[TreeFunction]] = []
         self.pending_step = False
-        self._modes: dict[str, str] = {}
+        #: whether the pending step began explicitly (mark_step_begin keeps forward outputs)
+        self.step_keeps_forward = True
+        #: forward calls whose backward has not run, and whether a backward ran since the
+        #: last step began: a training step ended when both say so (torch's implicit rule)
+        self.forwards_pending = 0
+        self.backward_ran = False
         # blocks still allocated in the pool when reset() had released everything (0 unless leaked)
         self.blocks_left_at_reset = 0
 
     # ------------------------------------------------------------------ generations
     def start_step(self) -> None:
-        """Invalidate outputs of earlier steps; called by the first call after mark_step_begin."""
+        """Invalidate outputs of earlier steps; called by the first call after a step began."""
+        explicit = self.step_keeps_forward
         self.pending_step = False
+        self.step_keeps_forward = True
         self.live.prune()
         for entry in self.live:
-            if not entry.exempt_from_step:
+            if explicit and entry.mode != "forward":
                 self._invalidate(entry, "mark_step_begin() started a new step")
+            elif not explicit and entry.mode != "backward":
+                self._invalidate(
+                    entry, "a new training step began (the previous step's backward ran)"
+                )
         self.tree.current = None
+
+    def end_training_step_if_done(self) -> None:
+        """At a new top-level call: begin a step if the last one ended (its backward ran)."""
+        if self.backward_ran and self.forwards_pending == 0:
+            self.backward_ran = False
+            self.pending_step = True
+            self.step_keeps_forward = False
 
     def end_path(self) -> None:
         self.tree.current = None
 
     def _invalidate(self, entry: LiveStorage, why: str) -> None:
-        mode = self._modes.get(entry.producer, "inference")
-        self.layer.invalidate(entry.handle, stale_message(entry, why, mode))
+        self.layer.invalidate(entry.handle, stale_message(entry, why, entry.mode))
         entry.detach_templates()
         self.live.remove(entry)
 
@@ -217,7 +212,7 @@ class DeviceRuntime:
             producer=fn.name,
             output_index=index,
             stack_trace=trace,
-            exempt_from_step=fn.mode == "forward",
+            mode=fn.mode,
             # the references the runtime itself holds: the templates, and the Python storage
             # object torch keeps alive beside them; measured, not assumed
             baseline=storage_use_count(handle),
@@ -241,12 +236,19 @@ class DeviceRuntime:
         sync_allocator(self.layer, self.pool, self.live)
         outputs = list(self.layer.run_in_pool(fn.model, list(inputs)))
         self.layer.clear_workspaces()
+        odd = uncapturable_output(outputs)
+        if odd is not None:  # the outputs are right; graphs of this function would not be
+            fn.eager_reason = odd
         ranges = self.layer.pool_ranges()
         input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
         traces = fn.stack_traces
         seen: set[int] = set()
         for i, out in enumerate(outputs):
-            if not isinstance(out, torch.Tensor) or not self.layer.accepts(out):
+            if (
+                not isinstance(out, torch.Tensor)
+                or not self.layer.accepts(out)
+                or out.layout != torch.strided
+            ):
                 continue
             storage = out.untyped_storage()
             ptr = storage.data_ptr()
@@ -254,7 +256,7 @@ class DeviceRuntime:
                 continue
             seen.add(ptr)
             trace = traces[i] if traces is not None and i < len(traces) else None
-            self.live.add(storage, fn.name, i, trace, fn.mode == "forward")
+            self.live.add(storage, fn.name, i, trace, fn.mode)
         fn.warmups += 1
         return outputs
 
@@ -264,8 +266,12 @@ class DeviceRuntime:
         self.live.prune()
         held = self.live.sizes()
         kinds: list[int] = []
+        host_values = []
         for i, x in enumerate(inputs):
-            if not isinstance(x, torch.Tensor):
+            if is_host_scalar(x, layer):
+                kinds.append(-1)  # passed as it is; its value is part of the graph
+                host_values.append((i, x.item()))
+            elif not isinstance(x, torch.Tensor):
                 kinds.append(-1)
             elif i in fn.static_input_idxs:
                 kinds.append(STATIC)
@@ -295,6 +301,11 @@ class DeviceRuntime:
             fn.eager_reason = f"capture failed: {type(exc).__name__}: {exc}"
             return fn.run_eagerly(inputs, fn.eager_reason)
         captured = list(captured)
+        odd = uncapturable_output(captured)
+        if odd is not None:
+            layer.release_graph(graph)
+            fn.eager_reason = odd
+            return fn.run_eagerly(inputs, odd)
         layout = OutputLayout.analyze(captured, recording_inputs, fn.constants, layer.pool_ranges())
         layer.replay(graph)
         outputs = layout.outputs(inputs, layer, layout.captured(captured))
@@ -310,7 +321,7 @@ class DeviceRuntime:
             function_id=fn.id,
             mode=fn.mode,
             key=key,
-            signature=key if not fn.layout_guarded else _input_key(inputs),
+            signature=key if not fn.layout_guarded else input_key(inputs),
             graph=graph,
             held=held,
             checkpoint=checkpoint,
@@ -322,6 +333,7 @@ class DeviceRuntime:
             copies=copies,
             layout=layout,
             recorded_bytes=layout.output_bytes,
+            host_values=tuple(host_values),
         )
         node.pool_growth_bytes = max(0, layer.reserved_bytes() - reserved_before)
         traces = fn.stack_traces
@@ -339,7 +351,7 @@ class DeviceRuntime:
                 for o in outputs
                 if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == ptr
             )
-            self.live.add(storage, fn.name, index, trace, fn.mode == "forward")
+            self.live.add(storage, fn.name, index, trace, fn.mode)
         self.tree.attach(node)
         self.pool.in_sync = True
         fn.adopt(node)
@@ -358,34 +370,6 @@ class DeviceRuntime:
         self.layer.release_graph(node.graph)
         node.graph = None
         node.replay = _released
-
-
-def output_recipe(node: TreeNode) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    """The node's replay plan resolved against its entries, as a replay uses it: the output
-    list with every object that is the same on each replay in place (handed-out templates,
-    values, constants), then what each replay fills in: ``(position, template)`` of outputs
-    detached anew, ``(position, input index)`` of input objects passed through, and
-    ``(position, input index, *view)`` of views of inputs."""
-    base: list[Any] = []
-    fresh: list[tuple[int, torch.Tensor]] = []
-    passed: list[tuple[int, int]] = []
-    viewed: list[tuple[Any, ...]] = []
-    for pos, (g, k) in enumerate(node.plan):
-        if g >= 0:
-            entry = node.entries[g]
-            template = entry.templates[k]  # type: ignore[union-attr,index]
-            if entry.handed:  # type: ignore[union-attr]
-                base.append(template)
-            else:
-                base.append(None)
-                fresh.append((pos, template))
-            continue
-        base.append(k if g == PLAN_VALUE else None)
-        if g == PLAN_INPUT:
-            passed.append((pos, k))
-        elif g == PLAN_VIEW:
-            viewed.append((pos, *k))
-    return base, fresh, passed, viewed
 
 
 class TreeFunction:
@@ -428,7 +412,7 @@ class TreeFunction:
         self.eager_reason: str | None = None
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self.warmups = self.recordings = self.replays = self.evictions = 0
-        self.static_rerecords = 0
+        self.static_rerecords = self.host_rerecords = 0
         self._lru: collections.OrderedDict[int, TreeNode] = collections.OrderedDict()
         self._by_key: dict[tuple[Any, ...], list[TreeNode]] = {}
         self._warmed: set[tuple[Any, ...]] = set()
@@ -437,7 +421,6 @@ class TreeFunction:
         self._last_key: tuple[Any, ...] | None = None
         self._last_nodes: list[TreeNode] | None = None
         runtime.functions.append(weakref.ref(self))
-        runtime._modes[name] = mode
 
     # ------------------------------------------------------------------ bookkeeping
     def touch(self, node: TreeNode, nodes: list[TreeNode]) -> None:
@@ -486,12 +469,18 @@ class TreeFunction:
     def _classify(self, inputs: Sequence[Any]) -> str | None:
         """Why inputs of this key must run eagerly (None when they can be graphed)."""
         layer = self.runtime.layer
-        devices = {x.device for x in inputs if isinstance(x, torch.Tensor)}
+        hosts = {i for i, x in enumerate(inputs) if is_host_scalar(x, layer)}
+        for i in hosts:
+            if i in self.mutated_input_idxs:
+                return f"input {i} is a CPU scalar that the function writes to"
+        devices = {
+            x.device for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in hosts
+        }
         if len(devices) > 1:
             names = ", ".join(sorted(str(d) for d in devices))
             return f"inputs are on several devices ({names}); one graph runs on one device"
         for i, x in enumerate(inputs):
-            if isinstance(x, torch.Tensor) and not layer.accepts(x):
+            if isinstance(x, torch.Tensor) and i not in hosts and not layer.accepts(x):
                 if x.layout != torch.strided:
                     return f"input {i} is a {x.layout} tensor, which graphs cannot take"
                 return f"input {i} is on {x.device}, not on {layer.device}"
@@ -513,13 +502,19 @@ class TreeFunction:
         runtime = self.runtime
         if runtime.pending_step:
             runtime.start_step()
+        mode = self.mode
+        if mode == "forward":
+            runtime.forwards_pending += 1
+        elif mode == "backward":
+            runtime.forwards_pending = max(0, runtime.forwards_pending - 1)
+            runtime.backward_ran = True
         if self.eager_reason is not None:
             return self.run_eagerly(inputs, self.eager_reason)
         try:
             if self.layout_guarded:
-                key = _value_key(inputs, self._value_positions)
+                key = value_key(inputs, self._value_positions)
             else:
-                key = _input_key(inputs)
+                key = input_key(inputs)
             if key == self._last_key:  # cheaper than hashing the key again
                 nodes = self._last_nodes
             else:
@@ -528,7 +523,7 @@ class TreeFunction:
         except (RuntimeError, TypeError, IndexError) as exc:
             return self.run_eagerly(inputs, f"inputs cannot be keyed: {exc}")
         live = runtime.live  # no prune here: the replay rule checks life itself
-        static_moved = False
+        static_moved = host_changed = False
         if nodes is not None:  # only graphable keys have nodes
             for node in nodes:
                 why = node.mismatch(inputs, live)
@@ -537,6 +532,7 @@ class TreeFunction:
                     self.touch(node, nodes)
                     return outputs
                 static_moved = static_moved or why == "static"
+                host_changed = host_changed or why == "host"
         else:
             status = self._key_status.get(key, _UNSEEN)
             if status is _UNSEEN:
@@ -553,6 +549,15 @@ class TreeFunction:
                     f"static inputs changed address {self.static_rerecords} times "
                     f"(limit {self.max_static_rerecords}); pass stable parameters or do not "
                     "mark the changing inputs static"
+                )
+                return self.run_eagerly(inputs, self.eager_reason)
+        if host_changed:
+            self.host_rerecords += 1
+            if self.host_rerecords > self.max_static_rerecords:
+                self.eager_reason = (
+                    f"CPU scalar inputs changed value {self.host_rerecords} times (limit "
+                    f"{self.max_static_rerecords}); a graph holds the value it was recorded "
+                    "with, so pass a changing scalar as a tensor on the graph's device"
                 )
                 return self.run_eagerly(inputs, self.eager_reason)
         while len(self._lru) >= self.max_recordings and len(self._lru) > 0:

@@ -149,7 +149,9 @@ class SimulatedDeviceLayer:
         result: list[Any] = []
         blocks: list[int | None] = []
         for out in outputs:
-            if not isinstance(out, torch.Tensor):
+            if not isinstance(out, torch.Tensor) or out.layout != torch.strided:
+                # (a sparse output has no plain storage: it stays where the function made it,
+                # as on a device, where only a graph's capture would fail on it)
                 result.append(out)
                 blocks.append(None)
                 continue

@@ -67,11 +67,14 @@ class TreeNode:
     pool_growth_bytes: int = 0
     # graph-owned storages whose templates are handed out as the outputs themselves
     handed_groups: frozenset[int] = frozenset()
-    # ``plan`` resolved against ``entries`` (see ``_runtime.output_recipe``)
+    # ``plan`` resolved against ``entries`` (see ``_calls.output_recipe``)
     recipe: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
     entries_ok: bool = False
     fit_version: int = -1
     fit_checks: list[LiveStorage] = field(default_factory=list)
+    # (input index, value) of the CPU scalar inputs: the graph holds the value they had when
+    # it was captured, so it replays only for calls that pass the same values
+    host_values: tuple[tuple[int, Any], ...] = ()
 
     def __post_init__(self) -> None:
         # the address checks as the C++ helper takes them: indices, and pointers by input index
@@ -82,6 +85,9 @@ class TreeNode:
 
     def mismatch(self, inputs: Sequence[Any], live: LiveStorages) -> str | None:
         """Why this node cannot replay these inputs now (None when it can)."""
+        for index, value in self.host_values:
+            if inputs[index].item() != value:
+                return "host"
         if self._check_indices and (
             _ptrs_equal is None
             or type(inputs) is not list

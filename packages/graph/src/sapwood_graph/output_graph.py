@@ -71,6 +71,9 @@ class GraphInput:
     dynamic_dims: frozenset[int] = frozenset()
     #: The symbol this input binds (``"symint"`` inputs only).
     symbol: sympy.Symbol | None = None
+    #: Module state (a parameter or buffer): its storage stays put between calls, so a backend
+    #: may read it in place; the placeholder carries ``meta["static_input"] = True``.
+    static: bool = False
 
     @property
     def fake(self) -> Any:
@@ -119,7 +122,12 @@ class OutputGraph:
 
     @shielded
     def create_graph_input(
-        self, source: Source, value: Any, *, dynamic_dims: Iterable[int] = ()
+        self,
+        source: Source,
+        value: Any,
+        *,
+        dynamic_dims: Iterable[int] = (),
+        static: bool = False,
     ) -> torch.fx.Proxy:
         """The placeholder proxy for ``value`` found at ``source`` (the same one for an equal
         source).
@@ -131,6 +139,11 @@ class OutputGraph:
           a ``TYPE_MATCH`` guard records that it is an int.
         * Anything else (float, bool, …) becomes a plain placeholder whose example value is
           the value itself.
+
+        ``static`` marks a tensor that is module state (a parameter or buffer, which keeps its
+        storage between calls): backends that replay graphs (CUDA graphs) read it in place
+        instead of copying it, and its in-place updates (BatchNorm's running statistics) stay
+        in the graph.
         """
         existing = self._inputs.get(source)
         if existing is not None:
@@ -148,7 +161,7 @@ class OutputGraph:
                 raise GraphInputError(
                     f"dynamic_dims {sorted(bad)} out of range for {source} with {value.dim()} dims"
                 )
-            return self._tensor_input(source, value, dims)
+            return self._tensor_input(source, value, dims, static)
         if type(value) is int:
             fake = fake_symint(self.fake_mode, value, source)
             symbol = fake.node.expr if isinstance(fake, torch.SymInt) else None
@@ -157,7 +170,7 @@ class OutputGraph:
         return self._add_input(source, value, value, "value")
 
     def _tensor_input(
-        self, source: Source, value: torch.Tensor, dims: frozenset[int]
+        self, source: Source, value: torch.Tensor, dims: frozenset[int], static: bool = False
     ) -> torch.fx.Proxy:
         memo = self._fake_by_id.get(id(value))
         if memo is not None and memo[0] is value:
@@ -188,7 +201,7 @@ class OutputGraph:
                     symbol=symbol,
                 )
         self.guards.add(Guard(GuardKind.TENSOR_MATCH, source, spec))
-        return self._add_input(source, value, fake, "tensor", dynamic_dims=free)
+        return self._add_input(source, value, fake, "tensor", dynamic_dims=free, static=static)
 
     def _add_input(
         self,
@@ -199,14 +212,17 @@ class OutputGraph:
         *,
         symbol: sympy.Symbol | None = None,
         dynamic_dims: frozenset[int] = frozenset(),
+        static: bool = False,
     ) -> torch.fx.Proxy:
         from sapwood_graph.tracer import _Proxy
 
         taken = {n.name for n in self.root.graph.nodes}
         node = self.root._placeholder(unique(source_stem(source), taken), fake)
         node.meta["source"] = source
+        if static:
+            node.meta["static_input"] = True
         proxy = _Proxy(node, self.root)
-        graph_input = GraphInput(source, proxy, value, kind, dynamic_dims, symbol)
+        graph_input = GraphInput(source, proxy, value, kind, dynamic_dims, symbol, static)
         self._inputs[source] = graph_input
         self._input_by_node[node] = graph_input
         if symbol is not None:

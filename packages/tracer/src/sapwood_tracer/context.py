@@ -219,6 +219,10 @@ class TraceContext(Protocol[V]):
         """``file:line`` of the instruction running in the innermost frame."""
         ...
 
+    def stack_trace(self) -> str | None:
+        """The user's frames being traced, outermost first, as a traceback prints them."""
+        ...
+
     # -- the model of Python and torch -----------------------------------------------------
     def call_builtin(self, fn: V, args: list[V], kwargs: dict[str, V]) -> V:
         """A call of a builtin or standard-library callable, as the model of Python does it."""

@@ -41,7 +41,6 @@ from ..values.containers import (
     DictValue,
     ListValue,
     NamedTupleValue,
-    SetValue,
     SliceValue,
     TupleValue,
 )
@@ -63,6 +62,7 @@ from ..values.objects import (
     PyModuleValue,
 )
 from ..values.ordered_dataclasses import OrderedDataclassValue
+from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
 

@@ -44,7 +44,7 @@ from ..guards.sources import HeldObjectSource, KeysSource, LenSource
 from ..pymodel.builtins import is_modelled_builtin
 from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
-from ..values.containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from ..values.containers import DictValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.modules import ModuleValue
@@ -56,6 +56,7 @@ from ..values.objects import (
     PyModuleValue,
     WeakRefValue,
 )
+from ..values.sets import SetValue
 from ..values.tensors import TorchFunctionValue
 from .graph_bridge import GraphBridge
 

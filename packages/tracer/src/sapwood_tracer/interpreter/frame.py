@@ -27,6 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
+import linecache
 import os
 import site
 import types
@@ -138,8 +139,12 @@ class SymbolicFrame:
 
     # -- locations ----------------------------------------------------------------------
     def location(self) -> str:
-        line = self.current.lineno if self.current is not None else self.code.co_firstlineno
-        return f"{self.code.co_filename}:{line}"
+        return f"{self.code.co_filename}:{self.line()}"
+
+    def line(self) -> int:
+        """The source line of the instruction running (the first line before any ran)."""
+        line = self.current.lineno if self.current is not None else None
+        return line if line is not None else self.code.co_firstlineno
 
     def unwind(self, raised: TracedException, inst: Instruction) -> bool:
         """Send ``raised`` to this frame's handler for ``inst``; False if it has none.
@@ -226,3 +231,19 @@ def internal_error(error: BaseException, inst: Instruction | None) -> Unsupporte
     )
     exc.__cause__ = error
     return exc
+
+
+def format_user_stack(frames: tuple[tuple[types.CodeType, int], ...]) -> str:
+    """``(code, line)`` pairs, outermost first, in the layout of a Python traceback.
+
+    Graph nodes carry this as ``meta["stack_trace"]``, so a backend's message about a node
+    (a CUDA graph output read after it was overwritten, say) can name the user's line.
+    """
+    parts = []
+    for code, line in frames:
+        name = getattr(code, "co_qualname", code.co_name)
+        parts.append(f'  File "{code.co_filename}", line {line}, in {name}\n')
+        text = linecache.getline(code.co_filename, line).strip()
+        if text:
+            parts.append(f"    {text}\n")
+    return "".join(parts)

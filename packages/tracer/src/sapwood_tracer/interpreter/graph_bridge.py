@@ -55,6 +55,18 @@ _SELF_WHEN_UNCHANGED = frozenset(
 )
 
 
+def _is_module_state(tx: Context, tensor: torch.Tensor, source: Source) -> bool:
+    """A parameter, or a buffer read as a module attribute: storage that stays put."""
+    return isinstance(tensor, torch.nn.Parameter) or tx.member_stores.get(source) == "_buffers"
+
+
+def _stamp(tx: Context, proxy: Any) -> None:
+    """Tag a new node with the user's frames that made it (``meta["stack_trace"]``)."""
+    trace = tx.stack_trace()
+    if trace:
+        proxy.node.meta["stack_trace"] = trace
+
+
 class GraphBridge:
     """Records one trace's graph."""
 
@@ -83,7 +95,9 @@ class GraphBridge:
             return value
         try:
             dims = self.shape_plan.tensor_dims(source, tensor)
-            proxy = self.og.create_graph_input(source, tensor, dynamic_dims=dims)
+            proxy = self.og.create_graph_input(
+                source, tensor, dynamic_dims=dims, static=_is_module_state(tx, tensor, source)
+            )
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         fake = proxy.node.meta["example_value"]
@@ -110,6 +124,7 @@ class GraphBridge:
             proxy = self.og.root.call_function(fn, gargs, gkwargs)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
+        _stamp(tx, proxy)
         name = getattr(fn, "__name__", str(fn))
         return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name)
 
@@ -122,6 +137,7 @@ class GraphBridge:
             proxy = self.og.root.call_method(name, gargs, gkwargs)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
+        _stamp(tx, proxy)
         fake = proxy.node.meta["example_value"]
         receiver = args[0] if args else None
         if (

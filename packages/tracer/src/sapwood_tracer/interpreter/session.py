@@ -37,7 +37,7 @@ from ..values.generators import GeneratorValue
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
 from . import builder
-from .frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame
+from .frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame, format_user_stack
 from .side_effects import SideEffects
 
 __all__ = ["TraceSession"]
@@ -57,6 +57,7 @@ class TraceSession:
         self.function = function
         self.by_source: dict[Source, Value] = {}
         self.frames: list[SymbolicFrame] = []
+        self._traces: dict[tuple[tuple[types.CodeType, int], ...], str] = {}
         self.root_locals: dict[str, int] = {}
         # objects (by id) the trace holds values for, so identity survives several sources
         self.by_object: dict[int, tuple[Any, Value]] = {}
@@ -255,6 +256,15 @@ class TraceSession:
 
     def location(self) -> str | None:
         return self.frames[-1].location() if self.frames else None
+
+    def stack_trace(self) -> str | None:
+        if not self.frames:
+            return None
+        key = tuple((frame.code, frame.line()) for frame in self.frames)
+        trace = self._traces.get(key)
+        if trace is None:
+            trace = self._traces[key] = format_user_stack(key)
+        return trace
 
     # -- the model of Python and torch (what values ask of it) ------------------------------
     def call_builtin(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:

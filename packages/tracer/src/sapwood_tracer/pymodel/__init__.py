@@ -4,12 +4,12 @@ functions and class construction.
 Each module models one family of callables or operations over values
 (:mod:`sapwood_tracer.values`); the values reach these models through the trace
 (:mod:`sapwood_tracer.context`), never by importing them. Importing the package registers
-every model: :mod:`.builtins` holds the registry, :mod:`.stdlib` adds ``functools``,
-``itertools`` and ``operator``.
+every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the builtins over
+iterators, :mod:`.stdlib` adds ``functools``, ``itertools`` and ``operator``.
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
 
-from . import builtins, stdlib
+from . import builtins, iteration, stdlib
 
-__all__ = ["builtins", "stdlib"]
+__all__ = ["builtins", "iteration", "stdlib"]

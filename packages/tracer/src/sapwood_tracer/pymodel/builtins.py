@@ -20,31 +20,22 @@ from typing import Any
 
 import torch
 
-from ..errors import TracedException, Unsupported
+from ..errors import Unsupported
 from ..values.base import (
     BuiltinValue,
     ConstantValue,
     Context,
-    IteratorRecipe,
     IteratorValue,
-    ListIteratorValue,
     Value,
     _AttributeMissing,
     is_constant_type,
 )
-from ..values.containers import (
-    DictValue,
-    ListValue,
-    ListValueIterator,
-    SetValue,
-    TupleValue,
-    list_iterator_at,
-)
+from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import ExceptionValue, python_error, raised_for_real
 from ..values.functions import FunctionValue
 from ..values.identity import ObjectIdValue
-from ..values.iterators import MapIteratorValue
 from ..values.objects import NewObjectValue, PartialValue, SuperValue
+from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
@@ -492,112 +483,6 @@ _HANDLERS[collections.OrderedDict] = _dict_factory(collections.OrderedDict)
 def _fromkeys(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     value = args[1] if len(args) > 1 else ConstantValue(None)
     return DictValue.from_pairs(tx, [(k, value) for k in tx.unpack(args[0])])
-
-
-@handles(builtins.iter)
-def _iter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if len(args) != 1:
-        raise Unsupported("iter() with a sentinel")
-    return tx.iterate(args[0])
-
-
-@handles(builtins.next)
-def _next(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    it = args[0]
-    if not isinstance(it, IteratorValue):
-        raise Unsupported(f"next() of {it.describe()}")
-    value = it.next_value(tx)
-    if value is None:
-        if len(args) > 1:
-            return args[1]
-        raise TracedException(cls=StopIteration)
-    return value
-
-
-def _iterators(tx: Context, values: list[Value]) -> list[IteratorValue]:
-    its = [tx.iterate(v) for v in values]
-    for it in its:
-        if not isinstance(it, IteratorValue):
-            raise Unsupported(f"iterating over {it.describe()}")
-    return its  # type: ignore[return-value]
-
-
-@handles(list_iterator_at)
-def _list_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    items, index = args
-    if not isinstance(items, ListValue):
-        raise Unsupported(f"a list iterator over {items.describe()}")
-    return ListValueIterator(items, int(index.as_constant()))
-
-
-@handles(builtins.zip)
-def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
-        lists = [tx.unpack(a) for a in args]
-        if len({len(x) for x in lists}) > 1:
-            raise python_error(ValueError, "zip() arguments have unequal lengths")
-        return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)])
-    return MapIteratorValue("zip", None, _iterators(tx, args))
-
-
-@handles(builtins.enumerate)
-def _enumerate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    start = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
-    (inner,) = _iterators(tx, args[:1])
-    return _EnumerateIterator(inner, start.as_constant())
-
-
-class _EnumerateIterator(IteratorValue):
-    __slots__ = ("count", "inner")
-
-    def __init__(self, inner: IteratorValue, start: int) -> None:
-        super().__init__(None)
-        self.inner = inner
-        self.count = start
-
-    def describe(self) -> str:
-        return "an enumerate iterator"
-
-    def rebuild(self) -> IteratorRecipe | None:
-        inner = self.inner.rebuild()
-        if inner is None:
-            return None
-        return IteratorRecipe(enumerate, (inner, ConstantValue(self.count)))
-
-    def next_value(self, tx: Context) -> Value | None:
-        v = self.inner.next_value(tx)
-        if v is None:
-            return None
-        out = TupleValue([ConstantValue(self.count), v])
-        self.count += 1
-        return out
-
-
-@handles(builtins.reversed)
-def _reversed(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if isinstance(args[0], IteratorValue):
-        raise Unsupported("reversed() of an iterator (TypeError)")
-    return ListIteratorValue(list(reversed(tx.unpack(args[0]))))
-
-
-@handles(builtins.map)
-def _map(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return MapIteratorValue("map", args[0], _iterators(tx, args[1:]))
-
-
-@handles(builtins.filter)
-def _filter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    fn = args[0]
-    if fn.is_constant() and fn.as_constant() is None:
-        return MapIteratorValue("filter", None, _iterators(tx, args[1:]))
-    return MapIteratorValue("filter", fn, _iterators(tx, args[1:]))
-
-
-@handles(builtins.sorted)
-def _sorted(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    out = ListValue(tx.unpack(args[0]))
-    out.call_method(tx, "sort", [], kwargs)
-    return out
 
 
 @handles(builtins.object)

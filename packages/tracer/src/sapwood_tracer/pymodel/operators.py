@@ -14,10 +14,11 @@ from typing import Any
 from ..errors import Unsupported
 from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value
-from ..values.containers import DictValue, ListValue, SetValue, TupleValue
+from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import raised_for_real
 from ..values.identity import same_object
 from ..values.objects import NewObjectValue, ObjectValue
+from ..values.sets import SetValue
 from ..values.symbolic import (
     SizeValue,
     SymNumberValue,

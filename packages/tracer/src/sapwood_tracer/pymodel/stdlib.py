@@ -21,7 +21,8 @@ from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.identity import same_object
 from ..values.objects import PartialValue
 from . import operators as ops
-from .builtins import _HANDLERS, _OPERATORS, Handler, _iterators, handles
+from .builtins import _HANDLERS, _OPERATORS, Handler, handles
+from .iteration import _iterators
 
 __all__: list[str] = []
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from ...errors import Unsupported
 from ...values.base import ConstantValue, Value
-from ...values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue
+from ...values.containers import DictValue, ListValue, SliceValue, TupleValue
 from ...values.exceptions import python_error
+from ...values.sets import SetValue
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
