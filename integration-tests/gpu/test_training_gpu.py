@@ -104,9 +104,13 @@ def test_loss_inside_the_module_puts_the_backward_on_the_trees(dtype: torch.dtyp
     assert _replays("backward") >= 5 and _replays("forward") >= 5
 
 
-def test_attention_dropout_training_replays_with_fresh_masks() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # efficient, flash
+def test_attention_dropout_training_replays_with_fresh_masks(dtype: torch.dtype) -> None:
+    # Attention's dropout keeps its seed and offset in CPU tensors when it runs and in device
+    # tensors when it is captured, and its backward reads them by the same rule: a backward
+    # must run the way its forward ran (eager with eager, captured with captured).
     torch.manual_seed(0)
-    model = GPTWithLoss(dropout=0.5).cuda()
+    model = GPTWithLoss(dropout=0.5).cuda().to(dtype)
     compiled = sapwood.compile(model, mode="reduce-overhead")
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, 128, (4, 32), device="cuda")
@@ -117,8 +121,10 @@ def test_attention_dropout_training_replays_with_fresh_masks() -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
+    torch.cuda.synchronize()
     assert all(torch.isfinite(torch.tensor(losses)))
     assert len(set(losses[3:])) > 1  # dropout draws new masks on each replay
+    assert _replays("forward") >= 4, _fallbacks("forward")
     assert _replays("backward") >= 4, _fallbacks("backward")
 
 

@@ -7,6 +7,7 @@ this is also the proof that sapwood's backends plug into torch.compile unchanged
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -77,3 +78,44 @@ def test_aot_eager_accepts_a_graph_with_a_single_output() -> None:
     gm = torch.fx.symbolic_trace(model)
     compiled = sapwood_backend.lookup_backend("aot_eager")(gm, [example])
     torch.testing.assert_close(compiled(example), model(example))
+
+
+def test_inductor_is_told_which_inputs_are_parameters_and_buffers(monkeypatch) -> None:
+    """Parameters and buffers reach Inductor as static inputs (no per-call alignment check of
+    each), in inference and in the forward of training; tensors passed by the caller do not."""
+    from torch._inductor import compile_fx as inductor
+
+    import sapwood
+
+    seen: list[tuple[bool, tuple[int, ...], list[Any]]] = []
+    original = inductor.compile_fx_inner
+
+    def spy(gm, example_inputs, **kwargs):
+        seen.append(
+            (
+                bool(kwargs.get("is_backward")),
+                tuple(kwargs.get("static_input_idxs") or ()),
+                [tuple(x.shape) if isinstance(x, torch.Tensor) else x for x in example_inputs],
+            )
+        )
+        return original(gm, example_inputs, **kwargs)
+
+    monkeypatch.setattr(inductor, "compile_fx_inner", spy)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5))
+    x = torch.randn(4, 6)
+    expected = model(x)
+    out = sapwood.compile(model, backend="inductor")(x)
+    torch.testing.assert_close(out, expected)
+    with torch.no_grad():
+        model.eval()
+        torch.testing.assert_close(sapwood.compile(model, backend="inductor")(x), model(x))
+    forwards = [(static, shapes) for backward, static, shapes in seen if not backward]
+    assert len(forwards) == 2, seen
+    for static, shapes in forwards:
+        input_index = shapes.index((4, 6))
+        assert input_index not in static
+        weight_index = shapes.index((5, 6))
+        assert weight_index in static, (static, shapes)
+        # weight, bias, BN weight, bias, running mean, running var (and the batch counter)
+        assert len(static) >= 6, (static, shapes)

@@ -584,3 +584,48 @@ def test_tree_info_counts_only_outputs_someone_holds(sim):
     assert trees.tree_info(SIM_INDEX).live_outputs == 3
     del held
     assert trees.tree_info(SIM_INDEX).live_outputs == 0
+
+
+def test_an_output_that_changes_device_under_capture_is_capture_only(sim, monkeypatch):
+    # like flash attention's dropout seed: a CPU tensor when run, a device tensor when captured
+    def with_seed(xs):
+        (x,) = xs
+        return [x + 1, torch.tensor([7, 8])]
+
+    f = wrap(with_seed, [torch.ones(4)], name="seeded")
+    f([torch.ones(4)])  # warm-up: the outputs' devices as the function really runs
+    capture = sim.capture
+
+    def capture_elsewhere(fn, inputs):
+        graph, outputs = capture(fn, inputs)
+        outputs = list(outputs)
+        outputs[1] = outputs[1].to("meta")
+        return graph, outputs
+
+    monkeypatch.setattr(sim, "capture", capture_elsewhere)
+    out, seed = f([torch.ones(4)])
+    regimes = _api._runtime(SIM_INDEX).regimes
+    assert regimes.has_capture_only([seed]) and not regimes.has_capture_only([out])
+    assert fn_info("seeded").recordings == 1
+
+
+def test_capture_regimes_keep_eager_outputs_from_captures_and_capture_only_from_eager():
+    from sapwood_cudagraph_trees._regimes import CaptureRegimes, capture_key, drifted_outputs
+
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    assert drifted_outputs((cpu, None, cpu), [torch.zeros(()), 3, torch.zeros((), device=meta)])
+    assert drifted_outputs(None, [torch.zeros(())]) == []
+    regimes = CaptureRegimes(torch.device("cuda", 0))  # a device object only: no GPU needed
+    seed, other = torch.tensor(5), torch.tensor(6)
+    regimes.mark_eager_outputs([seed, 3])
+    assert regimes.eager_only_input([other, seed]) == 1
+    assert regimes.eager_only_input([other]) is None
+    del seed
+    assert regimes.eager_only == {}  # forgotten once the tensor dies
+    captured = torch.tensor([1, 2])
+    regimes.capture_only.add(capture_key(captured))
+    assert regimes.has_capture_only([other, captured])
+    copies = regimes.host_copies([other, captured])
+    assert copies[0] is other and torch.equal(copies[1], captured)
+    assert not regimes.has_capture_only([captured.view(2, 1)])  # same address, other shape
+    assert CaptureRegimes(torch.device("cpu")).eager_only_input([other]) is None

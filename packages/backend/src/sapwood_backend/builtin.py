@@ -13,6 +13,7 @@ registered under its name when ``sapwood_backend`` is imported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -20,7 +21,7 @@ import torch
 
 from .registry import register_backend
 
-__all__ = ["aot_eager", "eager", "inductor", "inductor_with"]
+__all__ = ["aot_eager", "eager", "inductor", "inductor_with", "static_top_level_inputs"]
 
 
 @register_backend
@@ -77,6 +78,61 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callab
     return run_single_output
 
 
+def static_top_level_inputs(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> frozenset[int]:
+    """Indices of the graph's inputs that hold module state: parameters and buffers.
+
+    A front end that passes parameters as graph inputs (sapwood's tracer and torch's both do)
+    loses the distinction AOT autograd draws for lifted attributes, so it is recovered here:
+    an ``nn.Parameter``, or a placeholder whose ``meta["static_input"]`` a front end set (for
+    buffers). Inductor is told (it then skips their per-call alignment checks), and the tree
+    runtime does not copy them into a graph's buffers but checks their addresses instead; a
+    wrong "static" costs a re-recording there, never a wrong result.
+    """
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    static = set()
+    for index, value in enumerate(example_inputs):
+        hinted = index < len(placeholders) and placeholders[index].meta.get("static_input")
+        if isinstance(value, torch.nn.Parameter) or hinted:
+            static.add(index)
+    return frozenset(static)
+
+
+def _inner_with_static_inputs(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    top_level_count: int,
+    top_level_static: dict[int, tuple[tuple[int, ...], torch.dtype]],
+    **kwargs: Any,
+) -> Any:
+    """``compile_fx_inner`` told which inputs of a forward or inference graph are module state.
+
+    torch's front end tells AOT autograd through metadata of its own; without it Inductor
+    treats parameters as ordinary inputs and checks (and copies when misaligned) every one of
+    them on every call, a cost per parameter. AOT autograd puts the attributes it lifts first,
+    then the front end's inputs in order; an index is passed on only when the tensor there
+    still matches the front end's example (a deduplicated input shifts the rest, and then
+    nothing is claimed). Inductor itself drops a static input that is not aligned.
+    """
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    if not kwargs.get("is_backward", False):
+        lifted = len(example_inputs) - top_level_count
+        static = set(kwargs.get("static_input_idxs") or ())
+        for index, (shape, dtype) in top_level_static.items() if lifted >= 0 else ():
+            theirs = example_inputs[lifted + index]
+            if not isinstance(theirs, torch.Tensor) or theirs.dtype != dtype:
+                continue
+            dims = tuple(theirs.shape)
+            # plain sizes only: comparing symbolic ones would add guards to the graph
+            if all(type(d) is int for d in dims) and dims == shape:
+                static.add(lifted + index)
+        kwargs["static_input_idxs"] = tuple(sorted(static))
+    return compile_fx_inner(gm, example_inputs, **kwargs)
+
+
 def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[..., Any]:
     """An Inductor backend with the given ``torch._inductor.config`` patches applied."""
     patches = dict(config_patches or {})
@@ -86,7 +142,19 @@ def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[...,
     ) -> Callable[..., Any]:
         from torch._inductor.compile_fx import compile_fx
 
-        compiled = compile_fx(gm, list(example_inputs), config_patches=patches or None)
+        static = static_top_level_inputs(gm, example_inputs)
+        extra: dict[str, Any] = {}
+        if static:  # their shapes and dtypes only: the compiled code must not keep examples
+            extra["inner_compile"] = functools.partial(
+                _inner_with_static_inputs,
+                top_level_count=len(example_inputs),
+                top_level_static={
+                    i: (tuple(example_inputs[i].shape), example_inputs[i].dtype)
+                    for i in sorted(static)
+                    if all(type(d) is int for d in example_inputs[i].shape)
+                },
+            )
+        compiled = compile_fx(gm, list(example_inputs), config_patches=patches or None, **extra)
         return cast(Callable[..., Any], compiled)
 
     compile_with_inductor.__name__ = "inductor"

@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import torch
 
+from .builtin import static_top_level_inputs
 from .registry import register_backend
 
 __all__ = ["cudagraphs", "inductor_on_trees"]
@@ -96,26 +97,6 @@ def _tree_mode(*, is_backward: bool, is_inference: bool) -> str:
     return "inference" if is_inference else "forward"
 
 
-def _static_top_level_inputs(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-) -> frozenset[int]:
-    """Indices of the graph's inputs that hold module state: parameters and buffers.
-
-    A front end that passes parameters as graph inputs (sapwood's tracer and torch's both do)
-    loses the distinction AOT autograd draws for lifted attributes, so it is recovered here:
-    an ``nn.Parameter``, or a placeholder whose ``meta["static_input"]`` a front end set (for
-    buffers). Static inputs are not copied into the graph's buffers; the tree runtime checks
-    their addresses instead. A wrong "static" costs a re-recording, never a wrong result.
-    """
-    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
-    static = set()
-    for index, value in enumerate(example_inputs):
-        hinted = index < len(placeholders) and placeholders[index].meta.get("static_input")
-        if isinstance(value, torch.nn.Parameter) or hinted:
-            static.add(index)
-    return frozenset(static)
-
-
 def _inner_compile_on_trees(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
@@ -171,7 +152,7 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         inner = functools.partial(
             _inner_compile_on_trees,
             top_level_inputs=len(example_inputs),
-            top_level_static=_static_top_level_inputs(gm, example_inputs),
+            top_level_static=static_top_level_inputs(gm, example_inputs),
         )
         # AOT autograd's cache hands back compiled graphs without calling ``inner_compile``:
         # a hit would skip the trees and run Inductor's code with no CUDA graph at all
@@ -198,7 +179,7 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
     from sapwood_cudagraph_trees import cudagraphify
 
     user_input_count = len(example_inputs)
-    top_level_static = _static_top_level_inputs(gm, example_inputs)
+    top_level_static = static_top_level_inputs(gm, example_inputs)
     device_index = _cuda_device_index(example_inputs)
     if device_index is None:
         from .builtin import aot_eager

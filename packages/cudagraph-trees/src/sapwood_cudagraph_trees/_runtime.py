@@ -66,6 +66,7 @@ from ._liveness import (
     storage_use_count,
     weak_handle,
 )
+from ._regimes import CaptureRegimes, capture_key, drifted_outputs, output_devices
 from ._tree import Tree, TreeNode
 
 MODES = ("inference", "forward", "backward")
@@ -97,6 +98,8 @@ class DeviceRuntime:
         self.backward_ran = False
         # blocks still allocated in the pool when reset() had released everything (0 unless leaked)
         self.blocks_left_at_reset = 0
+        #: which tensors must meet a kernel that runs the way their producer ran
+        self.regimes = CaptureRegimes(layer.device)
 
     # ------------------------------------------------------------------ generations
     def start_step(self) -> None:
@@ -130,6 +133,7 @@ class DeviceRuntime:
         self.live.remove(entry)
 
     def reset(self) -> None:
+        self.regimes = CaptureRegimes(self.layer.device)
         self.live.prune()
         for entry in self.live:
             self._invalidate(entry, "reset() freed every graph and the pool")
@@ -236,9 +240,12 @@ class DeviceRuntime:
         sync_allocator(self.layer, self.pool, self.live)
         outputs = list(self.layer.run_in_pool(fn.model, list(inputs)))
         self.layer.clear_workspaces()
+        if fn.mode != "backward":
+            self.regimes.mark_eager_outputs(outputs)
         odd = uncapturable_output(outputs)
         if odd is not None:  # the outputs are right; graphs of this function would not be
             fn.eager_reason = odd
+        fn.eager_devices = output_devices(outputs)
         ranges = self.layer.pool_ranges()
         input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
         traces = fn.stack_traces
@@ -262,6 +269,13 @@ class DeviceRuntime:
 
     def record(self, fn: TreeFunction, key: tuple[Any, ...], inputs: list[Any]) -> list[Any]:
         layer = self.layer
+        host_made = self.regimes.eager_only_input(inputs)
+        if host_made is not None:  # this call only: the next may bring the captured kind
+            return fn.run_eagerly(
+                inputs,
+                f"input {host_made} is a CPU tensor made by a forward that ran eagerly (such as "
+                "attention's dropout seed), which a captured kernel would read on the device",
+            )
         sync_allocator(layer, self.pool, self.live)
         self.live.prune()
         held = self.live.sizes()
@@ -306,9 +320,11 @@ class DeviceRuntime:
             layer.release_graph(graph)
             fn.eager_reason = odd
             return fn.run_eagerly(inputs, odd)
+        drifted = drifted_outputs(fn.eager_devices, captured)
         layout = OutputLayout.analyze(captured, recording_inputs, fn.constants, layer.pool_ranges())
         layer.replay(graph)
         outputs = layout.outputs(inputs, layer, layout.captured(captured))
+        self.regimes.capture_only.update(capture_key(outputs[i]) for i in drifted)
         copies = [self._copy_target(inputs[i], ptr, span, nbytes) for i, ptr, span, nbytes in plans]
         for copy, (i, *_rest) in zip(copies, plans):
             copy.index = i
@@ -372,6 +388,10 @@ class DeviceRuntime:
         node.replay = _released
 
 
+def _devices(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(x.device if isinstance(x, torch.Tensor) else None for x in inputs)
+
+
 class TreeFunction:
     """The boxed callable ``cudagraphify`` returns (``list -> list``)."""
 
@@ -410,6 +430,7 @@ class TreeFunction:
         self.layout_guarded = value_positions is not None
         self._value_positions = tuple(value_positions or ())
         self.eager_reason: str | None = None
+        self.eager_devices: tuple[Any, ...] | None = None  # of the outputs, at warm-up
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self.warmups = self.recordings = self.replays = self.evictions = 0
         self.static_rerecords = self.host_rerecords = 0
@@ -464,7 +485,11 @@ class TreeFunction:
 
     def run_eagerly(self, inputs: list[Any], reason: str) -> list[Any]:
         self.fallbacks[reason] += 1
-        return list(self.model(inputs))
+        runtime = self.runtime
+        outputs = list(self.model(runtime.regimes.host_copies(inputs)))
+        if self.mode != "backward":
+            runtime.regimes.mark_eager_outputs(outputs)
+        return outputs
 
     def _classify(self, inputs: Sequence[Any]) -> str | None:
         """Why inputs of this key must run eagerly (None when they can be graphed)."""
@@ -534,14 +559,19 @@ class TreeFunction:
                 static_moved = static_moved or why == "static"
                 host_changed = host_changed or why == "host"
         else:
-            status = self._key_status.get(key, _UNSEEN)
+            # a layout-guarded key leaves devices out: a CPU seed and its captured device
+            # counterpart share one (see ``drifted_outputs``)
+            status_key = key if not self.layout_guarded else (key, _devices(inputs))
+            status = self._key_status.get(status_key, _UNSEEN)
             if status is _UNSEEN:
-                status = self._key_status[key] = self._classify(inputs)
+                status = self._key_status[status_key] = self._classify(inputs)
             if status is not None:
                 return self.run_eagerly(inputs, status)  # type: ignore[arg-type]
         if key not in self._warmed:
             self._warmed.add(key)
-            return runtime.warmup(self, inputs)
+            # a warm-up runs eagerly, where kernels read capture-only tensors on the host
+            if not runtime.regimes.has_capture_only(inputs):
+                return runtime.warmup(self, inputs)
         if static_moved:
             self.static_rerecords += 1
             if self.static_rerecords > self.max_static_rerecords:

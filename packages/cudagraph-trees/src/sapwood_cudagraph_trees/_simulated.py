@@ -78,6 +78,37 @@ def _view_of(t: torch.Tensor) -> _TensorView:
     )
 
 
+class _Invalidated(dict):  # type: ignore[type-arg]
+    """Messages of invalidated storages by handle, forgetting storages that died since (a new
+    storage may be made at a dead one's address, and must not look invalidated)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._weak: dict[int, int] = {}
+
+    def record(self, storage: torch.UntypedStorage, message: str) -> None:
+        handle = storage._cdata
+        if handle in self._weak:
+            torch.UntypedStorage._free_weak_ref(self._weak[handle])
+        self._weak[handle] = storage._weak_ref()
+        self[handle] = message
+
+    def _forget_dead(self) -> None:
+        for handle, weak in list(self._weak.items()):
+            if torch.UntypedStorage._expired(weak):
+                torch.UntypedStorage._free_weak_ref(weak)
+                del self._weak[handle]
+                super().pop(handle, None)
+
+    def __contains__(self, handle: object) -> bool:
+        self._forget_dead()
+        return super().__contains__(handle)
+
+    def __getitem__(self, handle: int) -> str:
+        self._forget_dead()
+        return str(super().__getitem__(handle))
+
+
 class SimulatedDeviceLayer:
     """One simulated pool on the CPU (see the module docstring for what it checks)."""
 
@@ -88,7 +119,7 @@ class SimulatedDeviceLayer:
         self._blocks: dict[int, int] = {}
         self._owner_of: dict[int, int] = {}  # block pointer -> weak handle of its owning storage
         self._high_water = 0
-        self.invalidated: dict[int, str] = {}
+        self.invalidated = _Invalidated()
         self.replays = 0
         self.captures = 0
 
@@ -280,7 +311,7 @@ class SimulatedDeviceLayer:
             if handle == storage_handle:
                 self._free(ptr)
         torch.empty((0,), dtype=torch.uint8).set_(storage).fill_(0xFF)
-        self.invalidated[storage_handle] = message
+        self.invalidated.record(storage, message)
 
     def live_blocks(self) -> set[int]:
         self._sweep()
