@@ -6,7 +6,13 @@ location (``file:line``), so the message points at the line to change.
 
 from __future__ import annotations
 
-__all__ = ["TracedException", "TracerError", "Unsupported", "UnsupportedPythonWarning"]
+__all__ = [
+    "EagerFallbackWarning",
+    "TracedException",
+    "TracerError",
+    "Unsupported",
+    "UnsupportedPythonWarning",
+]
 
 
 class TracerError(Exception):
@@ -88,3 +94,9 @@ class UnsupportedPythonWarning(UserWarning):
     """The running Python is one whose bytecode sapwood-tracer does not know: ``compile``
     returns functions that run eagerly (``fullgraph=True`` raises :class:`Unsupported` at
     the first call instead). Warned once, at the first ``compile``."""
+
+
+class EagerFallbackWarning(UserWarning):
+    """sapwood's own code failed on a function (a sapwood bug), so the function runs eagerly:
+    the result is the one Python gives; ``explain()`` and ``SAPWOOD_LOGS=graph_breaks`` say
+    why. Warned once per code object."""
