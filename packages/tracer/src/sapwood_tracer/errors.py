@@ -41,6 +41,9 @@ class Unsupported(TracerError):
         #: and how many times it had run (set by the root frame; used to place a graph break).
         self.break_index: int | None = None
         self.break_visit: int = 0
+        #: The construct reads the frame it runs in (``locals()``, ``eval`` without
+        #: namespaces): no graph break can run it elsewhere, so the code runs eagerly whole.
+        self.frame_bound = False
         super().__init__(self._message())
 
     def _message(self) -> str:

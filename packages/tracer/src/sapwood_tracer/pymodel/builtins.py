@@ -13,6 +13,7 @@ import builtins
 import collections
 import math
 import operator
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -95,6 +96,14 @@ def call_builtin(
     tx: Context, fn: BuiltinValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     real = fn.fn
+    if _reads_callers_frame(real, args, kwargs):
+        exc = Unsupported(
+            f"calling {fn.describe()}, which reads the frame it is called from",
+            hint="The function runs eagerly as a whole (a graph break would run the call "
+            "in another frame).",
+        )
+        exc.frame_bound = True
+        raise exc
     key = _key_of(real)
     handler = _HANDLERS.get(key) if key is not None else None
     if handler is not None:
@@ -117,7 +126,10 @@ def call_builtin(
     ):
         # methods of immutable builtin values (str.split, int.bit_length, ...) are pure
         return _fold_call(tx, real, args, kwargs)
-    owner = getattr(real, "__objclass__", None)
+    # (a bound method-wrapper, ``s.__init__``, names its class too: it is not unbound)
+    owner = (
+        None if isinstance(real, types.MethodWrapperType) else getattr(real, "__objclass__", None)
+    )
     if owner is object and getattr(real, "__name__", "") == "__init__":
         return ConstantValue(None)
     if owner is object and getattr(real, "__name__", "") == "__setattr__":
@@ -135,6 +147,18 @@ def call_builtin(
             return tx.call(tx.getattr(receiver, real.__name__), rest, kwargs)
         raise Unsupported(f"calling {fn.describe()} on {receiver.describe()}")
     raise Unsupported(f"calling {fn.describe()}", hint="This builtin is not modelled yet.")
+
+
+def _reads_callers_frame(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """Builtins whose answer depends on the frame that calls them: run anywhere else (at a
+    graph break, from generated code) they would see the wrong locals or globals."""
+    if fn is builtins.locals or fn is builtins.globals or fn is sys._getframe:
+        return True
+    if fn is builtins.vars or fn is builtins.dir:
+        return not args and not kwargs
+    if fn is builtins.eval or fn is builtins.exec:
+        return len(args) < 2 and "globals" not in kwargs
+    return False
 
 
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
