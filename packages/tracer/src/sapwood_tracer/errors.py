@@ -12,6 +12,7 @@ __all__ = [
     "TracerError",
     "Unsupported",
     "UnsupportedPythonWarning",
+    "weakly_referenced",
 ]
 
 
@@ -91,6 +92,19 @@ class TracedException(Unsupported):
         else:
             what = f"a {getattr(cls, '__qualname__', cls)} exception"
         super().__init__(f"{what} raised by the traced code and not caught there")
+
+
+def weakly_referenced(what: str) -> Unsupported:
+    """A weak reference made by traced code: it sees when its object dies, and values the
+    trace passes around (to graph breaks, resume functions) can keep an object alive longer
+    than Python would, so the code runs eagerly as a whole."""
+    exc = Unsupported(
+        f"making a weak reference ({what})",
+        hint="The function runs eagerly as a whole (the trace cannot promise when the "
+        "referenced object dies).",
+    )
+    exc.frame_bound = True
+    return exc
 
 
 class UnsupportedPythonWarning(UserWarning):

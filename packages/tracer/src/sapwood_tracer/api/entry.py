@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from ..breaks.exits import BreakRuntime
 from sapwood_graph import BackendCompilerFailed
 
+from ..breaks.exits import BreakRuntime
 from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning
 from ..guards.emitter import Miss
 from ..interpreter.frame import internal_error

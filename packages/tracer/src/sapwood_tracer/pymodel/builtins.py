@@ -16,12 +16,13 @@ import operator
 import sys
 import types
 import typing
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, weakly_referenced
 from ..values.base import (
     BuiltinValue,
     ConstantValue,
@@ -96,6 +97,8 @@ def call_builtin(
     tx: Context, fn: BuiltinValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     real = fn.fn
+    if real is weakref.proxy:
+        raise weakly_referenced("weakref.proxy")
     if _reads_callers_frame(real, args, kwargs):
         exc = Unsupported(
             f"calling {fn.describe()}, which reads the frame it is called from",

@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, weakly_referenced
 from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value, is_constant_type
@@ -36,10 +38,22 @@ _FOLDED_CLASSES = (
 )
 
 
+#: Weak references see when their object dies: the trace cannot promise Python's lifetimes.
+_WEAK_REFERENCES = (
+    weakref.ref,
+    weakref.finalize,
+    weakref.WeakKeyDictionary,
+    weakref.WeakValueDictionary,
+    weakref.WeakSet,
+)
+
+
 def construct(
     tx: Context, cls_value: ClassValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     cls = cls_value.cls
+    if isinstance(cls, type) and issubclass(cls, _WEAK_REFERENCES):
+        raise weakly_referenced(cls.__qualname__)
     if cls in _FOLDED_CLASSES:
         if cls is torch.Size and args:
             items = tx.unpack(args[0])
