@@ -162,6 +162,8 @@ def _miss(
     (past the recompile limit, or for code that cannot be traced) run eagerly."""
     cache = _cache.cache_for(code)
     if cache.eager_reason is not None:
+        if runtime is None:  # fullgraph=True: a whole graph was asked for
+            raise Unsupported(f"{code.co_qualname}, which runs eagerly: {cache.eager_reason}")
         return eager(L)
     unsupported = unsupported_python()
     if unsupported is not None:

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import types
 import weakref
+from typing import Any
 
 import torch
 
@@ -46,6 +48,18 @@ _WEAK_REFERENCES = (
     weakref.WeakValueDictionary,
     weakref.WeakSet,
 )
+_WEAK_MAKERS = frozenset(map(id, (*_WEAK_REFERENCES, weakref.proxy, weakref)))
+
+
+def makes_weak_references(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
+    """Whether ``code`` reads a global that makes weak references (the ``weakref`` module,
+    ``weakref.ref``, ``proxy``, ...): such code runs eagerly as a whole, since values passed
+    across a graph break can keep an object alive past the point where Python frees it."""
+    for name in code.co_names:
+        value = f_globals.get(name)
+        if value is not None and id(value) in _WEAK_MAKERS:
+            return True
+    return False
 
 
 def construct(

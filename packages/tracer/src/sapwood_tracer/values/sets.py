@@ -159,6 +159,13 @@ class SetIteratorValue(ListIteratorValue):
         self.owner = owner
         self.keys = set(owner.members)
 
+    def remaining(self) -> list[Value] | None:
+        # A graph break in a loop over a set would go on over a copy of the rest, which
+        # cannot see the set change afterwards as Python's iterator does: frozensets only.
+        if not self.owner.frozen:
+            return None
+        return super().remaining()
+
     def next_value(self, tx: Context) -> Value | None:
         if self.keys is None:  # exhausted: Python's iterator has let the set go
             return None
