@@ -270,3 +270,90 @@ def test_unhashable_or_unequal_constants_in_guards(value):
         torch.testing.assert_close(got[0], x + 1)
         assert got[1] == repr(value)
     assert len(backend_calls) <= 1
+
+
+def test_dict_views_are_live_views_not_lists():
+    def fn(x):
+        d = {"a": 1, "b": 2}
+        k = d.keys()
+        out = [repr(k), repr(d.values()), repr(d.items()), len(k), "a" in k, type(k).__name__]
+        d["c"] = 3
+        out += [len(k), sorted(k - {"a"}), k == {"a", "b", "c"}, ("c", 3) in d.items()]
+        return out, x + 1, k, d.items()
+
+    compiled = _compiled(fn)
+    x = torch.ones(2)
+    got, expected = compiled(x), fn(x)
+    assert got[0] == expected[0]
+    torch.testing.assert_close(got[1], expected[1])
+    assert type(got[2]) is type(expected[2]) and list(got[2]) == list(expected[2])
+    assert type(got[3]) is type(expected[3]) and list(got[3]) == list(expected[3])
+
+
+@pytest.mark.parametrize("view", ["keys", "values", "items", None])
+def test_a_dict_changing_size_while_iterated_raises_as_in_python(view):
+    def fn(n):
+        d = {i: i for i in range(n)}
+        seen = []
+        try:
+            for item in getattr(d, view)() if view else d:
+                seen.append(item)
+                d[len(d) + 100] = 0
+        except RuntimeError as e:
+            return seen, str(e)
+        return seen, "no error"
+
+    def fn_values_change(n):
+        d = {i: i for i in range(n)}
+        for k, v in d.items():
+            d[k] = v * 10  # a value changed: no error, and seen by the iteration
+        return [v for v in d.values()]
+
+    for program in (fn, fn_values_change):
+        compiled = _compiled(program)
+        for n in (0, 2):
+            assert compiled(n) == program(n)
+
+
+def test_sequence_index_takes_start_and_stop():
+    def fn(u):
+        out = [u.index(0), u.index(0, 3), u.index(0, 3, 4), u.index(-2, -10), u.index(0, -3)]
+        try:
+            u.index(2, 0, -10)
+        except ValueError:
+            out.append("missing")
+        return out
+
+    compiled = _compiled(fn)
+    for kind in (tuple, list):
+        u = kind([-2, -1, 0, 0, 1, 0])
+        assert compiled(u) == fn(u)
+
+
+def test_list_and_tuple_refuse_keyword_arguments_as_python_does():
+    def fn(kind):
+        try:
+            kind(sequence=[])
+        except TypeError as e:
+            first = str(e)
+        try:
+            kind([1], [2])
+        except TypeError as e:
+            return first, str(e)
+        return first, None
+
+    for kind in (list, tuple):
+        assert _compiled(fn)(kind) == fn(kind)
+
+
+def test_tuple_of_a_tuple_is_the_same_object_and_iterators_have_their_types():
+    def fn(t):
+        return (
+            tuple(t) is t,
+            type(enumerate(t)).__name__,
+            type(map(str, t)).__name__,
+            type(filter(None, t)).__name__,
+            type(zip(t, t)).__name__,
+        )
+
+    assert _compiled(fn)((0, 1, 2)) == fn((0, 1, 2))

@@ -445,13 +445,25 @@ def _range(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return _fold_call(tx, range, args, kwargs)
 
 
+def _one_iterable(name: str, args: list[Value], kwargs: dict[str, Value]) -> None:
+    """Python's errors for ``tuple``/``list``/``set`` called with more than an iterable."""
+    if kwargs:
+        raise python_error(TypeError, f"{name}() takes no keyword arguments")
+    if len(args) > 1:
+        raise python_error(TypeError, f"{name} expected at most 1 argument, got {len(args)}")
+
+
 @handles(builtins.tuple)
 def _tuple(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _one_iterable("tuple", args, kwargs)
+    if args and type(args[0]) is TupleValue:
+        return args[0]  # tuple(t) is t itself, for an exact tuple
     return TupleValue(tx.unpack(args[0]) if args else [])
 
 
 @handles(builtins.list)
 def _list(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _one_iterable("list", args, kwargs)
     return ListValue(tx.unpack(args[0]) if args else [])
 
 

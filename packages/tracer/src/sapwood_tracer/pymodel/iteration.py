@@ -87,6 +87,9 @@ class _EnumerateIterator(IteratorValue):
     def describe(self) -> str:
         return "an enumerate iterator"
 
+    def python_type(self) -> type:
+        return enumerate
+
     def rebuild(self) -> IteratorRecipe | None:
         inner = self.inner.rebuild()
         if inner is None:
