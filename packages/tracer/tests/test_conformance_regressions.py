@@ -357,3 +357,39 @@ def test_tuple_of_a_tuple_is_the_same_object_and_iterators_have_their_types():
         )
 
     assert _compiled(fn)((0, 1, 2)) == fn((0, 1, 2))
+
+
+def test_graph_breaks_inside_loops_over_a_dict_see_it_change_as_python_does():
+    def fn(x):
+        d = {"a": 1, "b": 2, "c": 3}
+        out = []
+        for k, v in d.items():
+            x = x + v
+            sapwood_tracer.graph_break()
+            out.append(k)
+            if k == "a":
+                d["b"] = 20  # a value changed after the break: seen by the rest of the loop
+        try:
+            for k in d:
+                sapwood_tracer.graph_break()
+                d[k + "x"] = 1  # a key added after the break: Python's iterator fails
+        except RuntimeError as e:
+            out.append(str(e))
+        return out, x, sorted(d)
+
+    def fn_delete(n):
+        d = {i: i for i in range(n)}
+        try:
+            for i in d:
+                del d[i]
+                d[i] = 0  # the same keys, put back: Python fails all the same
+        except RuntimeError as e:
+            return str(e)
+        return "no error"
+
+    compiled = _compiled(fn)
+    for _ in range(2):
+        got, expected = compiled(torch.zeros(1)), fn(torch.zeros(1))
+        assert got[0] == expected[0] and got[2] == expected[2]
+        torch.testing.assert_close(got[1], expected[1])
+    assert _compiled(fn_delete)(2) == fn_delete(2)

@@ -301,7 +301,7 @@ _LIST_METHODS = frozenset(
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
-    __slots__ = ("cls", "entries", "obj")
+    __slots__ = ("cls", "deletions", "entries", "obj")
 
     def __init__(
         self,
@@ -315,6 +315,8 @@ class DictValue(Value):
         self.cls = cls
         #: the real object of a dict subclass from the inputs (its instance attributes)
         self.obj = obj
+        #: keys removed so far (an iterator tells a key removed and put back from no change)
+        self.deletions = 0
 
     @classmethod
     def from_pairs(cls, tx: Context, pairs: list[tuple[Value, Value]]) -> DictValue:
@@ -374,6 +376,7 @@ class DictValue(Value):
         if k not in self.entries:
             raise TracedException(cls=KeyError, args=(key,))
         del self.entries[k]
+        self.deletions += 1
 
     def contains(self, tx: Context, item: Value) -> bool:
         return item.hash_key(tx) in self.entries
@@ -431,6 +434,7 @@ class DictValue(Value):
         if name == "pop":
             k = args[0].hash_key(tx)
             if k in self.entries:
+                self.deletions += 1
                 return self.entries.pop(k)[1]
             if len(args) > 1:
                 return args[1]
@@ -441,6 +445,7 @@ class DictValue(Value):
                 self.entries[k] = (args[0], args[1] if len(args) > 1 else none)
             return self.entries[k][1]
         if name == "clear":
+            self.deletions += len(self.entries)
             self.entries.clear()
             return none
         raise Unsupported(f"dict.{name}")

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import TracedException, Unsupported
-from .base import ConstantValue, Context, IteratorValue, Value
+from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
 
-__all__ = ["DictIteratorValue", "DictViewValue"]
+__all__ = ["DictIteratorValue", "DictViewValue", "dict_iterator_at"]
 
 
 class DictViewValue(Value):
@@ -69,12 +69,13 @@ class DictIteratorValue(IteratorValue):
     changed size; keys changed without a change of size are refused (Python's answer
     depends on its hash table)."""
 
-    __slots__ = ("keys", "position", "view")
+    __slots__ = ("deletions", "keys", "position", "view")
 
     def __init__(self, view: DictViewValue) -> None:
         super().__init__(None)
         self.view = view
         self.keys: list[Any] | None = list(view.owner.entries)
+        self.deletions = view.owner.deletions
         self.position = 0
 
     def describe(self) -> str:
@@ -89,7 +90,7 @@ class DictIteratorValue(IteratorValue):
                 cls=RuntimeError,
                 args=(ConstantValue("dictionary changed size during iteration"),),
             )
-        if list(entries) != keys:
+        if self.changed():
             raise Unsupported("a dict whose keys changed while it was iterated")
         if self.position >= len(keys):
             self.keys = None
@@ -100,7 +101,32 @@ class DictIteratorValue(IteratorValue):
             return k
         return v if self.view.kind == "values" else self.view.pair([k, v])
 
+    def changed(self) -> bool:
+        owner = self.view.owner
+        return owner.deletions != self.deletions or list(owner.entries) != self.keys
+
     def remaining(self) -> list[Value] | None:
         if self.keys is None:
             return []
+        if self.changed():
+            return None
         return self.view.unpack(None)[self.position :]  # type: ignore[arg-type]
+
+    def rebuild(self) -> IteratorRecipe | None:
+        # the real iterator over the real view, moved on to where this one is: it sees what
+        # the code after a graph break does to the dict, as Python's would
+        if self.keys is None:
+            return IteratorRecipe(iter, ((),))
+        if self.changed():
+            return None
+        kind, position = ConstantValue(self.view.kind), ConstantValue(self.position)
+        return IteratorRecipe(dict_iterator_at, (self.view.owner, kind, position))
+
+
+def dict_iterator_at(mapping: dict[Any, Any], kind: str, position: int) -> Any:
+    """An iterator over ``mapping.<kind>()`` that has yielded ``position`` items (made again
+    at a graph break inside a loop over a dict, for the resume function)."""
+    iterator = iter(getattr(mapping, kind)())
+    for _ in range(position):
+        next(iterator)
+    return iterator
