@@ -393,3 +393,19 @@ def test_graph_breaks_inside_loops_over_a_dict_see_it_change_as_python_does():
         assert got[0] == expected[0] and got[2] == expected[2]
         torch.testing.assert_close(got[1], expected[1])
     assert _compiled(fn_delete)(2) == fn_delete(2)
+
+
+def test_identity_of_tuples_reached_through_two_containers():
+    # after a graph break both lists arrive as inputs: the tuples in them are the same objects
+    def fn(items):
+        a = sorted(items, key=repr)
+        b = sorted(items, key=repr)
+        out = []
+        for i in range(len(a)):
+            sapwood_tracer.graph_break()
+            out.append(a[i] is b[i])
+        out.append(tuple(a) is tuple(b))
+        return out
+
+    items = {(1, 2), ((1, 2), (3, 4))}
+    assert _compiled(fn)(items) == fn(items)
