@@ -15,13 +15,15 @@ Public API:
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
 * :class:`UnsupportedPythonWarning` — the running Python's bytecode is unknown; code runs
   eagerly.
+* :class:`EagerFallbackWarning` — sapwood's own code failed on a function (a bug), which
+  runs eagerly instead.
 * :class:`CompiledModule` — what :func:`compile` returns for a module.
 """
 
 from .api.cache import RecompileLimitWarning, reset
 from .api.entry import CompiledModule, compile
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
-from .errors import TracerError, Unsupported, UnsupportedPythonWarning
+from .errors import EagerFallbackWarning, TracerError, Unsupported, UnsupportedPythonWarning
 from .marks import (
     allow_in_graph,
     disable,
@@ -36,6 +38,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BreakReport",
     "CompiledModule",
+    "EagerFallbackWarning",
     "ExplainOutput",
     "GraphReport",
     "RecompileLimitWarning",

@@ -6,7 +6,14 @@ location (``file:line``), so the message points at the line to change.
 
 from __future__ import annotations
 
-__all__ = ["TracedException", "TracerError", "Unsupported", "UnsupportedPythonWarning"]
+__all__ = [
+    "EagerFallbackWarning",
+    "TracedException",
+    "TracerError",
+    "Unsupported",
+    "UnsupportedPythonWarning",
+    "weakly_referenced",
+]
 
 
 class TracerError(Exception):
@@ -35,6 +42,9 @@ class Unsupported(TracerError):
         #: and how many times it had run (set by the root frame; used to place a graph break).
         self.break_index: int | None = None
         self.break_visit: int = 0
+        #: The construct reads the frame it runs in (``locals()``, ``eval`` without
+        #: namespaces): no graph break can run it elsewhere, so the code runs eagerly whole.
+        self.frame_bound = False
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -84,7 +94,26 @@ class TracedException(Unsupported):
         super().__init__(f"{what} raised by the traced code and not caught there")
 
 
+def weakly_referenced(what: str) -> Unsupported:
+    """A weak reference made by traced code: it sees when its object dies, and values the
+    trace passes around (to graph breaks, resume functions) can keep an object alive longer
+    than Python would, so the code runs eagerly as a whole."""
+    exc = Unsupported(
+        f"making a weak reference ({what})",
+        hint="The function runs eagerly as a whole (the trace cannot promise when the "
+        "referenced object dies).",
+    )
+    exc.frame_bound = True
+    return exc
+
+
 class UnsupportedPythonWarning(UserWarning):
     """The running Python is one whose bytecode sapwood-tracer does not know: ``compile``
     returns functions that run eagerly (``fullgraph=True`` raises :class:`Unsupported` at
     the first call instead). Warned once, at the first ``compile``."""
+
+
+class EagerFallbackWarning(UserWarning):
+    """sapwood's own code failed on a function (a sapwood bug), so the function runs eagerly:
+    the result is the one Python gives; ``explain()`` and ``SAPWOOD_LOGS=graph_breaks`` say
+    why. Warned once per code object."""

@@ -30,13 +30,14 @@ from sapwood_graph import (
 from ..breaks.exits import BreakExit, BreakRuntime, break_exit, emit_break_tail, location_of
 from ..breaks.outputs import OutputCollector, build_entry_function
 from ..breaks.resume import resume_info
-from ..errors import Unsupported
+from ..errors import Unsupported, weakly_referenced
 from ..guards.emitter import Emitter
 from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_names
 from ..interpreter.frame import BreakHere, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
+from ..pymodel.construct import makes_weak_references
 from ..values.base import Value
 from .cache import CacheEntry
 
@@ -61,6 +62,8 @@ def capture(
     run again and stopped right before it (see :mod:`sapwood_tracer.breaks.exits`); ``runtime`` supplies the
     functions the entry calls to go on after the break.
     """
+    if makes_weak_references(code, f_globals):
+        raise weakly_referenced(code.co_qualname)
     plan: tuple[int, int] | None = None
     reason: Unsupported | None = None
     while True:

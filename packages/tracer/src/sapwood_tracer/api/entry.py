@@ -24,9 +24,12 @@ from typing import Any
 
 import torch
 
+from sapwood_graph import BackendCompilerFailed
+
 from ..breaks.exits import BreakRuntime
-from ..errors import Unsupported, UnsupportedPythonWarning
+from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning
 from ..guards.emitter import Miss
+from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
 from ..marks import is_disabled
 from . import cache as _cache
@@ -159,6 +162,8 @@ def _miss(
     (past the recompile limit, or for code that cannot be traced) run eagerly."""
     cache = _cache.cache_for(code)
     if cache.eager_reason is not None:
+        if runtime is None:  # fullgraph=True: a whole graph was asked for
+            raise Unsupported(f"{code.co_qualname}, which runs eagerly: {cache.eager_reason}")
         return eager(L)
     unsupported = unsupported_python()
     if unsupported is not None:
@@ -179,9 +184,9 @@ def _miss(
         return eager(L)
     if failed:
         _events.recompile(code, failed[0][1])
-    # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
-    shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
     try:
+        # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
+        shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
         entry = capture(
             code,
             f_globals,
@@ -192,24 +197,55 @@ def _miss(
             runtime=runtime,
             shape_plan=shape_plan,
         )
-    except Unsupported as exc:
+    except BackendCompilerFailed:
+        raise  # the backend's own failure is the backend's error, as in torch.compile
+    except Exception as error:
+        exc = error if isinstance(error, Unsupported) else internal_error(error, None)
         if runtime is None:
-            raise
+            if exc is error:
+                raise
+            raise exc from error
         # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
         # the code runs eagerly from now on, and explain()/the logs say why.
-        cache.eager_reason = str(exc)
-        _events.skipped(code, cache.eager_reason)
-        return eager(L)
+        return _fall_back(code, cache, exc, eager, L)
     cache.entries.append(entry)
     _events.captured(code, entry)
     result = entry.fn(L, closure, f_globals)
     if type(result) is Miss:
+        # (a guard that can never hold, e.g. on an object rebuilt at each read: a sapwood bug)
         cache.entries.pop()
-        raise Unsupported(
+        exc = Unsupported(
             f"a trace of {code.co_qualname} whose own guards fail on the traced call "
-            f"({entry.describe_guard(result.index)})"
+            f"({entry.describe_guard(result.index)})",
+            hint="This is a sapwood bug; the code runs eagerly. Please report it.",
         )
+        if runtime is None:
+            raise exc
+        return _fall_back(code, cache, exc, eager, L)
     return result
+
+
+def _fall_back(
+    code: types.CodeType,
+    cache: _cache.CodeCache,
+    exc: Unsupported,
+    eager: Callable[[tuple[Any, ...]], Any],
+    L: tuple[Any, ...],
+) -> Any:
+    """Default mode, where no trace of ``code`` can be used: it runs eagerly from now on,
+    with the reason in explain(), the ``skip`` event and the logs; a failure of sapwood's
+    own code also warns, once per code."""
+    cache.eager_reason = str(exc)
+    _events.skipped(code, cache.eager_reason)
+    if "sapwood bug" in exc.hint and not cache.warned:
+        cache.warned = True
+        warnings.warn(
+            f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) runs "
+            f"eagerly: {cache.eager_reason}",
+            EagerFallbackWarning,
+            stacklevel=_user_stacklevel(),
+        )
+    return eager(L)
 
 
 _runtimes: dict[tuple[int, bool | None], tuple[Any, BreakRuntime]] = {}
@@ -336,6 +372,7 @@ class CompiledModule(torch.nn.Module):
             raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
         compiled = _compiled_function(forward, backend, module, fullgraph, dynamic)
         object.__setattr__(self, "_sapwood_forward", compiled)
+        object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._orig_mod
@@ -349,7 +386,11 @@ class CompiledModule(torch.nn.Module):
         # The original module's own forward (pre-)hooks run around the compiled forward,
         # in Module._call_impl's order (they are Python code, as they would be eagerly).
         if module._backward_hooks or module._backward_pre_hooks:
-            raise Unsupported(f"backward hooks on the compiled module {type(module).__qualname__}")
+            if self._sapwood_fullgraph:
+                raise Unsupported(
+                    f"backward hooks on the compiled module {type(module).__qualname__}"
+                )
+            return module(*args, **kwargs)  # eagerly, hooks and all
         for hook_id, hook in list(module._forward_pre_hooks.items()):
             if hook_id in module._forward_pre_hooks_with_kwargs:
                 result = hook(module, args, kwargs)

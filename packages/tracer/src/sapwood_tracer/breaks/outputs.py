@@ -39,6 +39,7 @@ from ..interpreter.side_effects import AttributeWrite, SideEffects
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value
 from ..values.containers import (
     DictValue,
+    DictViewValue,
     ListValue,
     NamedTupleValue,
     SliceValue,
@@ -134,6 +135,8 @@ class OutputCollector:
                 self.collect(item, seen)
         elif isinstance(value, (BoundBuiltinMethod, BoundMethodValue)):
             self.collect(value.receiver, seen)
+        elif isinstance(value, DictViewValue):
+            self.collect(value.owner, seen)
         elif isinstance(value, TensorMethodValue):
             self.collect(value.tensor, seen)
         elif isinstance(value, CellValue):
@@ -308,6 +311,12 @@ def _emit(
         name = em.temp()
         target = _emit(em, receiver, collector, built, indent)
         em.lines.append(f"{indent}{name} = getattr({target}, {em.const(value.name)})")
+        built[id(value)] = name
+        return name
+    if isinstance(value, DictViewValue):  # a view of the rebuilt dict
+        name = em.temp()
+        target = _emit(em, value.owner, collector, built, indent)
+        em.lines.append(f"{indent}{name} = getattr({target}, {em.const(value.kind)})()")
         built[id(value)] = name
         return name
     if isinstance(value, CellValue):

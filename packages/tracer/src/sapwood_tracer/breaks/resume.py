@@ -187,9 +187,15 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
     position = instr_positions[target] - (instr_positions[resume_at] + 1)
     landing: list[Any] = [target_label]
     if layout.raises:
-        landing += [
+        # the raise is reached from the prologue only: code that runs on to the target (a
+        # loop coming round again) jumps over it
+        reached = Label()
+        landing = [
+            Instr("JUMP_FORWARD", reached, location=location),
+            target_label,
             Instr("LOAD_FAST", _EXCEPTION, location=location),
             Instr("RAISE_VARARGS", 1, location=location),
+            reached,
         ]
     body[position:position] = landing
     body, body_origins = _split_body(body, resume_at + 1, added={id(i) for i in landing})

@@ -199,12 +199,8 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         # a memoised function: calling it is calling the function (the cache only saves time)
         _id_match(tx, source, obj)
         return wrap(tx, obj.__wrapped__, AttrSource(source, "__wrapped__"))  # type: ignore[attr-defined]
-    if isinstance(obj, types.BuiltinMethodType) and type(obj.__self__) in (list, dict):
-        # ``xs.append`` handed over at a graph break: a method of the (guarded) container
-        _type_match(tx, source, obj)
-        owner = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
-        if isinstance(owner, (ListValue, DictValue)):
-            return BoundBuiltinMethod(owner, obj.__name__)
+    if _rebuilt_per_access(obj):
+        return _per_access_method(tx, obj, source)
     if isinstance(obj, types.MethodType):
         _type_match(tx, source, obj)
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
@@ -231,6 +227,46 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         _type_match(tx, source, obj)
         return ObjectValue(obj, source)
     raise Unsupported(f"an input of type {cls.__qualname__}")
+
+
+#: Descriptors whose ``__get__`` makes a new bound object at every attribute read.
+_BINDING_DESCRIPTORS = (
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+
+
+def _rebuilt_per_access(obj: Any) -> bool:
+    """Whether ``obj`` is a bound builtin method made afresh at each read (``s.remove``,
+    ``dict.fromkeys``, ``(1).__add__``): its ``id`` differs at every access, so an identity
+    guard on it could never hold."""
+    if isinstance(obj, types.MethodWrapperType):
+        return True
+    if not isinstance(obj, types.BuiltinMethodType):
+        return False
+    owner = obj.__self__
+    if owner is None or isinstance(owner, types.ModuleType):
+        return False
+    name = obj.__name__
+    mro = (owner.__mro__ if isinstance(owner, type) else ()) + type(owner).__mro__
+    for klass in mro:
+        found = vars(klass).get(name)
+        if found is not None:
+            return isinstance(found, _BINDING_DESCRIPTORS)
+    return False
+
+
+def _per_access_method(tx: WrappingSession, obj: Any, source: Source) -> Value:
+    """A bound builtin method rebuilt per read: guarded through what is stable, its type, its
+    name and the object it is bound to (which gets its own guards), never its ``id``."""
+    _type_match(tx, source, obj)
+    name = obj.__name__
+    tx.guard(GuardKind.CONSTANT_MATCH, AttrSource(source, "__name__"), name)
+    owner = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+    if isinstance(owner, (ListValue, DictValue, SetValue)):
+        return BoundBuiltinMethod(owner, name)
+    return BuiltinValue(obj, source)
 
 
 def _plain_dict_subclass(cls: type) -> bool:

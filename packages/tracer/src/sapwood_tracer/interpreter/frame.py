@@ -208,7 +208,12 @@ class SymbolicFrame:
             raise
         except Exception as error:
             exc = error if isinstance(error, Unsupported) else internal_error(error, self.current)
-            if visits is not None and exc.break_index is None and self.current is not None:
+            if (
+                visits is not None
+                and exc.break_index is None
+                and self.current is not None
+                and not exc.frame_bound
+            ):
                 raised = next((at for at in self.handling if at is not None), None)
                 if raised is not None:  # break where the handled exception was raised
                     exc.break_index, exc.break_visit = raised

@@ -13,14 +13,16 @@ import builtins
 import collections
 import math
 import operator
+import sys
 import types
 import typing
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, weakly_referenced
 from ..values.base import (
     BuiltinValue,
     ConstantValue,
@@ -95,6 +97,16 @@ def call_builtin(
     tx: Context, fn: BuiltinValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     real = fn.fn
+    if real is weakref.proxy:
+        raise weakly_referenced("weakref.proxy")
+    if _reads_callers_frame(real, args, kwargs):
+        exc = Unsupported(
+            f"calling {fn.describe()}, which reads the frame it is called from",
+            hint="The function runs eagerly as a whole (a graph break would run the call "
+            "in another frame).",
+        )
+        exc.frame_bound = True
+        raise exc
     key = _key_of(real)
     handler = _HANDLERS.get(key) if key is not None else None
     if handler is not None:
@@ -117,7 +129,10 @@ def call_builtin(
     ):
         # methods of immutable builtin values (str.split, int.bit_length, ...) are pure
         return _fold_call(tx, real, args, kwargs)
-    owner = getattr(real, "__objclass__", None)
+    # (a bound method-wrapper, ``s.__init__``, names its class too: it is not unbound)
+    owner = (
+        None if isinstance(real, types.MethodWrapperType) else getattr(real, "__objclass__", None)
+    )
     if owner is object and getattr(real, "__name__", "") == "__init__":
         return ConstantValue(None)
     if owner is object and getattr(real, "__name__", "") == "__setattr__":
@@ -135,6 +150,18 @@ def call_builtin(
             return tx.call(tx.getattr(receiver, real.__name__), rest, kwargs)
         raise Unsupported(f"calling {fn.describe()} on {receiver.describe()}")
     raise Unsupported(f"calling {fn.describe()}", hint="This builtin is not modelled yet.")
+
+
+def _reads_callers_frame(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """Builtins whose answer depends on the frame that calls them: run anywhere else (at a
+    graph break, from generated code) they would see the wrong locals or globals."""
+    if fn is builtins.locals or fn is builtins.globals or fn is sys._getframe:
+        return True
+    if fn is builtins.vars or fn is builtins.dir:
+        return not args and not kwargs
+    if fn is builtins.eval or fn is builtins.exec:
+        return len(args) < 2 and "globals" not in kwargs
+    return False
 
 
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
@@ -418,13 +445,25 @@ def _range(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return _fold_call(tx, range, args, kwargs)
 
 
+def _one_iterable(name: str, args: list[Value], kwargs: dict[str, Value]) -> None:
+    """Python's errors for ``tuple``/``list``/``set`` called with more than an iterable."""
+    if kwargs:
+        raise python_error(TypeError, f"{name}() takes no keyword arguments")
+    if len(args) > 1:
+        raise python_error(TypeError, f"{name} expected at most 1 argument, got {len(args)}")
+
+
 @handles(builtins.tuple)
 def _tuple(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _one_iterable("tuple", args, kwargs)
+    if args and type(args[0]) is TupleValue:
+        return args[0]  # tuple(t) is t itself, for an exact tuple
     return TupleValue(tx.unpack(args[0]) if args else [])
 
 
 @handles(builtins.list)
 def _list(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    _one_iterable("list", args, kwargs)
     return ListValue(tx.unpack(args[0]) if args else [])
 
 

@@ -11,9 +11,13 @@
 
 from __future__ import annotations
 
+import types
+import weakref
+from typing import Any
+
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, weakly_referenced
 from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value, is_constant_type
@@ -36,10 +40,34 @@ _FOLDED_CLASSES = (
 )
 
 
+#: Weak references see when their object dies: the trace cannot promise Python's lifetimes.
+_WEAK_REFERENCES = (
+    weakref.ref,
+    weakref.finalize,
+    weakref.WeakKeyDictionary,
+    weakref.WeakValueDictionary,
+    weakref.WeakSet,
+)
+_WEAK_MAKERS = frozenset(map(id, (*_WEAK_REFERENCES, weakref.proxy, weakref)))
+
+
+def makes_weak_references(code: types.CodeType, f_globals: dict[str, Any]) -> bool:
+    """Whether ``code`` reads a global that makes weak references (the ``weakref`` module,
+    ``weakref.ref``, ``proxy``, ...): such code runs eagerly as a whole, since values passed
+    across a graph break can keep an object alive past the point where Python frees it."""
+    for name in code.co_names:
+        value = f_globals.get(name)
+        if value is not None and id(value) in _WEAK_MAKERS:
+            return True
+    return False
+
+
 def construct(
     tx: Context, cls_value: ClassValue, args: list[Value], kwargs: dict[str, Value]
 ) -> Value:
     cls = cls_value.cls
+    if isinstance(cls, type) and issubclass(cls, _WEAK_REFERENCES):
+        raise weakly_referenced(cls.__qualname__)
     if cls in _FOLDED_CLASSES:
         if cls is torch.Size and args:
             items = tx.unpack(args[0])

@@ -15,9 +15,16 @@ from ..values.base import (
     ListIteratorValue,
     Value,
 )
-from ..values.containers import ListValue, ListValueIterator, TupleValue, list_iterator_at
+from ..values.containers import (
+    DictValue,
+    ListValue,
+    ListValueIterator,
+    TupleValue,
+    list_iterator_at,
+)
 from ..values.exceptions import python_error
 from ..values.iterators import MapIteratorValue
+from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
 
 __all__: list[str] = []
@@ -49,6 +56,17 @@ def _iterators(tx: Context, values: list[Value]) -> list[IteratorValue]:
         if not isinstance(it, IteratorValue):
             raise Unsupported(f"iterating over {it.describe()}")
     return its  # type: ignore[return-value]
+
+
+@handles(dict_iterator_at)
+def _dict_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    mapping, kind, position = args
+    if not isinstance(mapping, DictValue):
+        raise Unsupported(f"a dict iterator over {mapping.describe()}")
+    iterator = DictIteratorValue(DictViewValue(mapping, kind.as_constant(), TupleValue))
+    for _ in range(int(position.as_constant())):
+        iterator.next_value(tx)
+    return iterator
 
 
 @handles(list_iterator_at)
@@ -86,6 +104,9 @@ class _EnumerateIterator(IteratorValue):
 
     def describe(self) -> str:
         return "an enumerate iterator"
+
+    def python_type(self) -> type:
+        return enumerate
 
     def rebuild(self) -> IteratorRecipe | None:
         inner = self.inner.rebuild()

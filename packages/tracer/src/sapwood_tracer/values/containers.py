@@ -30,6 +30,7 @@ from .base import (
     Value,
     attribute_missing,
 )
+from .views import DictIteratorValue, DictViewValue
 
 __all__ = [
     "DictValue",
@@ -53,6 +54,18 @@ def _index(tx: Context, key: Value) -> Any:
             return k.__index__()
         raise Unsupported(f"indexing a Python sequence with {type(k).__name__}")
     return k
+
+
+def _index_range(n: int, args: list[Value], kwargs: dict[str, Value]) -> range:
+    """The positions ``seq.index(x[, start[, stop]])`` looks at, as Python clamps them."""
+    if not args or len(args) > 3 or kwargs:
+        raise Unsupported("index() without one to three positional arguments")
+    bounds = [b.as_constant() for b in args[1:]]
+    if not all(isinstance(b, int) for b in bounds):
+        raise Unsupported("index() with bounds that are not ints")
+    start = bounds[0] if bounds else None
+    stop = bounds[1] if len(bounds) > 1 else None
+    return range(n)[start:stop]
 
 
 class _SequenceValue(Value):
@@ -121,8 +134,8 @@ class TupleValue(_SequenceValue):
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         if name == "count":
             return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
-        for i, v in enumerate(self.items):
-            if tx.equal(v, args[0]):
+        for i in _index_range(len(self.items), args, kwargs):
+            if tx.equal(self.items[i], args[0]):
                 return ConstantValue(i)
         raise TracedException(
             cls=ValueError, args=(ConstantValue("tuple.index(x): x not in tuple"),)
@@ -239,8 +252,8 @@ class ListValue(_SequenceValue):
         if name == "copy":
             return ListValue(list(self.items))
         if name == "index":
-            for i, v in enumerate(self.items):
-                if tx.equal(v, args[0]):
+            for i in _index_range(len(self.items), args, kwargs):
+                if tx.equal(self.items[i], args[0]):
                     return ConstantValue(i)
             raise TracedException(cls=ValueError, args=(_not_in_list(args[0]),))
         if name == "count":
@@ -288,7 +301,7 @@ _LIST_METHODS = frozenset(
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
-    __slots__ = ("cls", "entries", "obj")
+    __slots__ = ("cls", "deletions", "entries", "obj")
 
     def __init__(
         self,
@@ -302,6 +315,8 @@ class DictValue(Value):
         self.cls = cls
         #: the real object of a dict subclass from the inputs (its instance attributes)
         self.obj = obj
+        #: keys removed so far (an iterator tells a key removed and put back from no change)
+        self.deletions = 0
 
     @classmethod
     def from_pairs(cls, tx: Context, pairs: list[tuple[Value, Value]]) -> DictValue:
@@ -332,6 +347,9 @@ class DictValue(Value):
     def unpack(self, tx: Context) -> list[Value]:
         return [k for k, _ in self.entries.values()]
 
+    def iterate(self, tx: Context) -> Value:
+        return DictIteratorValue(DictViewValue(self, "keys", TupleValue))
+
     def truth(self, tx: Context) -> bool:
         return bool(self.entries)
 
@@ -358,6 +376,7 @@ class DictValue(Value):
         if k not in self.entries:
             raise TracedException(cls=KeyError, args=(key,))
         del self.entries[k]
+        self.deletions += 1
 
     def contains(self, tx: Context, item: Value) -> bool:
         return item.hash_key(tx) in self.entries
@@ -396,12 +415,8 @@ class DictValue(Value):
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         none = ConstantValue(None)
-        if name == "keys":
-            return ListValue([k for k, _ in self.entries.values()])
-        if name == "values":
-            return ListValue([v for _, v in self.entries.values()])
-        if name == "items":
-            return ListValue([TupleValue([k, v]) for k, v in self.entries.values()])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewValue(self, name, TupleValue)
         if name == "get":
             k = args[0].hash_key(tx)
             if k in self.entries:
@@ -419,6 +434,7 @@ class DictValue(Value):
         if name == "pop":
             k = args[0].hash_key(tx)
             if k in self.entries:
+                self.deletions += 1
                 return self.entries.pop(k)[1]
             if len(args) > 1:
                 return args[1]
@@ -429,6 +445,7 @@ class DictValue(Value):
                 self.entries[k] = (args[0], args[1] if len(args) > 1 else none)
             return self.entries[k][1]
         if name == "clear":
+            self.deletions += len(self.entries)
             self.entries.clear()
             return none
         raise Unsupported(f"dict.{name}")

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import Unsupported
 from .base import ConstantValue, Context, Value
+from .containers import TupleValue
 from .tensors import TensorValue, same_tensor
 
 __all__ = ["ObjectIdValue", "compare_ids", "same_object"]
@@ -38,6 +39,10 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         if isinstance(a, TensorValue) and isinstance(b, TensorValue):
             return same_tensor(a, b)
         return False
+    if _tuple_value(a) and _tuple_value(b):
+        # A tuple value is rebuilt from its items: whether two are one object (two sources
+        # reaching the same tuple, or a tuple and a code constant) is not known here.
+        raise Unsupported("`is` between two tuples (their identity is not modelled)")
     ka, kb = tx.identity_key(a), tx.identity_key(b)
     if a.is_constant() != b.is_constant():
         if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
@@ -52,6 +57,10 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         except Unsupported:
             pass
     return bool(ka == kb)
+
+
+def _tuple_value(v: Value) -> bool:
+    return isinstance(v, TupleValue) or (isinstance(v, ConstantValue) and type(v.value) is tuple)
 
 
 class ObjectIdValue(Value):

@@ -24,6 +24,9 @@ class MapIteratorValue(IteratorValue):
         self.fn = fn
         self.sources = sources
 
+    def python_type(self) -> type:
+        return {"map": map, "filter": filter, "zip": zip}[self.kind]
+
     def describe(self) -> str:
         return f"a {self.kind} iterator"
 

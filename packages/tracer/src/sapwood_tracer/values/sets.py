@@ -11,7 +11,15 @@ import operator
 from typing import Any
 
 from ..errors import TracedException, Unsupported
-from .base import BoundBuiltinMethod, ConstantValue, Context, Value, attribute_missing
+from .base import (
+    BoundBuiltinMethod,
+    ConstantValue,
+    Context,
+    ListIteratorValue,
+    Value,
+    attribute_missing,
+)
+from .exceptions import raise_error
 
 __all__ = ["SetValue"]
 
@@ -88,6 +96,9 @@ class SetValue(Value):
             raise Unsupported("iterating over a set of non-constant members (order unknown)")
         return [self.members[k] for k in self.order]
 
+    def iterate(self, tx: Context) -> Value:
+        return SetIteratorValue(self, self.unpack(tx))
+
     def truth(self, tx: Context) -> bool:
         return bool(self.members)
 
@@ -134,3 +145,35 @@ class SetValue(Value):
         else:
             raise Unsupported(f"set.{name}")
         return ConstantValue(None)
+
+
+class SetIteratorValue(ListIteratorValue):
+    """An iterator over a set: like Python's, it fails once the set changed size, and a set
+    changed without changing size (where Python's answer depends on its hash table) is
+    refused."""
+
+    __slots__ = ("keys", "owner")
+
+    def __init__(self, owner: SetValue, items: list[Value]) -> None:
+        super().__init__(items)
+        self.owner = owner
+        self.keys = set(owner.members)
+
+    def remaining(self) -> list[Value] | None:
+        # A graph break in a loop over a set would go on over a copy of the rest, which
+        # cannot see the set change afterwards as Python's iterator does: frozensets only.
+        if not self.owner.frozen:
+            return None
+        return super().remaining()
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.keys is None:  # exhausted: Python's iterator has let the set go
+            return None
+        if self.owner.members.keys() != self.keys:
+            if len(self.owner.members) != len(self.keys):
+                raise_error(RuntimeError, "Set changed size during iteration")
+            raise Unsupported("a set changed (but not in size) while it was iterated")
+        value = super().next_value(tx)
+        if value is None:
+            self.keys = None
+        return value
