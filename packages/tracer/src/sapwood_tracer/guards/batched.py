@@ -41,9 +41,9 @@ from typing import Any
 from sapwood_graph import AttrSource, Guard, GuardKind, ItemSource, Source
 
 from .emitter import Emitter, _same_constant
-from .sources import HOOK_ATTRS, ContainsSource, ModuleHooksSource
+from .sources import HOOK_ATTRS, ModuleHooksSource
 
-__all__ = ["DictBatch", "plan_dict_batches", "prefetch"]
+__all__ = ["DictBatch", "plan_dict_batches"]
 
 #: Py_TPFLAGS_IMMUTABLETYPE: instances of such a type cannot have ``__class__`` reassigned.
 _IMMUTABLE_TYPE = 1 << 8
@@ -63,10 +63,6 @@ class _Item:
     obj: Any = None
     cls: type | None = None
     falsy: bool = False
-    #: the key must not be in ``D`` (the item is not read)
-    absent: bool = False
-    #: the source whose value ``D[key]`` is (later reads of it use the batch's local)
-    source: Source | None = None
 
 
 @dataclass
@@ -77,32 +73,22 @@ class DictBatch:
     #: guard indices, in the order their own checks run on a failed batch
     members: list[int] = field(default_factory=list)
     items: list[_Item] = field(default_factory=list)
-    #: keys ``D`` must not hold
-    absent: list[Any] = field(default_factory=list)
 
     def emit(self, em: Emitter, indent: str, individual: Callable[[int], None]) -> None:
         """Append the batch's lines to ``em``; ``individual(index)`` appends a member's own
         check, one level deeper."""
         base = em.source(self.dict_source, indent)
+        getter = em.const(operator.itemgetter(*(item.key for item in self.items)))
+        names = [em.local() for _ in self.items]
+        em.lines.append(f"{indent}{', '.join(names)} = {getter}({base})")
         tests = []
-        falsy = [item for item in self.items if item.falsy]
-        kept = self.items
-        if len(falsy) > 1:  # the hook dicts: one C-level truth test of them all
-            getter = em.const(operator.itemgetter(*(item.key for item in falsy)))
-            tests.append(f"any({getter}({base}))")
-            kept = [item for item in self.items if not item.falsy]
-        if kept:
-            names = _unpack(em, base, [item.key for item in kept], indent)
-            for name, item in zip(names, kept):
-                if item.source is not None:
-                    em._by_source.setdefault(item.source, name)
-                if item.falsy:
-                    tests.append(name)
-                    continue
-                tests.append(f"{name} is not {em.const(item.obj)}")
-                if item.cls is not None:
-                    tests.append(f"type({name}) is not {em.const(item.cls)}")
-        tests.extend(f"{em.const(key)} in {base}" for key in self.absent)
+        for name, item in zip(names, self.items):
+            if item.falsy:
+                tests.append(name)
+                continue
+            tests.append(f"{name} is not {em.const(item.obj)}")
+            if item.cls is not None:
+                tests.append(f"type({name}) is not {em.const(item.cls)}")
         em.lines.append(f"{indent}if {' or '.join(tests)}:")
         # the members' own reads stay inside the branch: no later line may use a local that
         # only a failed batch assigned
@@ -110,34 +96,6 @@ class DictBatch:
         for index in self.members:
             individual(index)
         em._by_source = known
-
-
-def _unpack(em: Emitter, base: str, keys: list[Any], indent: str) -> list[str]:
-    """Locals holding ``base[key]`` for each key, read with one ``itemgetter`` call."""
-    names = [em.local() for _ in keys]
-    if len(keys) == 1:
-        em.lines.append(f"{indent}{names[0]} = {base}[{em.const(keys[0])}]")
-    else:
-        getter = em.const(operator.itemgetter(*keys))
-        em.lines.append(f"{indent}{', '.join(names)} = {getter}({base})")
-    return names
-
-
-def prefetch(em: Emitter, sources: list[Source], indent: str) -> None:
-    """Read the sources that are items of one dict with one ``itemgetter`` call per dict
-    (a module's parameters before their tensor check), so later reads reuse the locals."""
-    groups: dict[Source, list[tuple[Any, Source]]] = {}
-    for source in sources:
-        place = None if source in em._by_source else _dict_item(em, source)
-        if place is not None:
-            groups.setdefault(place[0], []).append((place[1], source))
-    for dict_source, members in groups.items():
-        if len(members) < 2:
-            continue
-        base = em.source(dict_source, indent)
-        names = _unpack(em, base, [key for key, _ in members], indent)
-        for name, (_, source) in zip(names, members):
-            em._by_source.setdefault(source, name)
 
 
 def _traced_constant(value: Any, expected: Any) -> bool:
@@ -184,10 +142,6 @@ def _items(
         return AttrSource(source.base, "__dict__"), [  # type: ignore[arg-type]
             _Item(name, falsy=True) for name in HOOK_ATTRS
         ]
-    if isinstance(source, ContainsSource):
-        if expected is not False or source.base is None:
-            return None
-        return source.base, [_Item(source.key, falsy=True, absent=True)]
     place = _dict_item(em, source)
     if place is None:
         return None
@@ -197,11 +151,11 @@ def _items(
             return None
         obj = em.held[expected]  # type: ignore[index]
         fixed = _class_is_fixed(obj)
-        return dict_source, [_Item(key, obj, None if fixed else type(obj), source=source)]
+        return dict_source, [_Item(key, obj, None if fixed else type(obj))]
     if guard.kind is not GuardKind.CONSTANT_MATCH:
         return None
     if expected is None or type(expected) is bool:
-        return dict_source, [_Item(key, expected, source=source)]
+        return dict_source, [_Item(key, expected)]
     # a constant of a module attribute: the object the module held at trace time
     owner = dict_source.base if isinstance(dict_source, AttrSource) else None
     module = modules.get(owner) if owner is not None else None
@@ -210,7 +164,7 @@ def _items(
     traced = module.__dict__.get(key, _MISSING)
     if not _traced_constant(traced, expected):
         return None
-    return dict_source, [_Item(key, traced, source=source)]
+    return dict_source, [_Item(key, traced)]
 
 
 _MISSING = object()
@@ -236,15 +190,11 @@ def plan_dict_batches(
         batch = batches.setdefault(dict_source, DictBatch(dict_source))
         first.setdefault(dict_source, index)
         batch.members.append(index)
-        for item in items:
-            if item.absent:
-                batch.absent.append(item.key)
-            else:
-                batch.items.append(item)
+        batch.items.extend(items)
     by_first: dict[int, DictBatch] = {}
     absorbed: set[int] = set()
     for dict_source, batch in batches.items():
-        if len(batch.items) + len(batch.absent) < 2:
+        if len(batch.items) < 2:  # itemgetter of one key returns the item, not a tuple
             continue
         by_first[first[dict_source]] = batch
         absorbed.update(batch.members)

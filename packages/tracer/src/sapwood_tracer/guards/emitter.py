@@ -101,8 +101,6 @@ class Emitter:
         #: (set by :mod:`.fast_path`, which emits the checks that make this equal to
         #: attribute access)
         self.instance_attrs: dict[Source, frozenset[str]] = {}
-        #: tuple locals built of tensor locals, by their text (``"v3, v7"``), to share them
-        self.tensor_tuples: dict[str, str] = {}
         self.params = {name: i for i, name in enumerate(_parameters(code))}
         self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
         self.held = held

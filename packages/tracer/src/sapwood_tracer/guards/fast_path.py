@@ -40,7 +40,7 @@ import torch
 
 from sapwood_graph import AttrSource, Guard, GuardKind, LocalSource, Source
 
-from .batched import plan_dict_batches, prefetch
+from .batched import plan_dict_batches
 from .checks import guard_check
 from .emitter import Emitter, Miss, _batch_tensor_checker, _has_float, _is_static_spec
 from .sources import (
@@ -344,13 +344,7 @@ def _emit_batch(
             em.lines.append(f"{_INDENT}if not ({guard_check(em, guard, _INDENT)}):")
             em.lines.append(f"{_INDENT}    return {fail}[{index}]")
         return
-    prefetch(em, [g.source for g in batch if g.source is not None], _INDENT)
     values = ", ".join(em.source(g.source, _INDENT) for g in batch)  # type: ignore[arg-type]
-    if len(batch) > 1:  # one tuple for the check and the aliasing check of the same tensors
-        tensors = em.local()
-        em.lines.append(f"{_INDENT}{tensors} = ({values},)")
-        em.tensor_tuples[values] = tensors
-        values = f"*{tensors}"
     em.lines.append(f"{_INDENT}if not {em.const(checker)}.check({values}):")
     em.lines.append(f"{_INDENT}    {locate}")
 
@@ -389,8 +383,7 @@ def _emit_distinct_ids(
     values = [em.source(s, _INDENT) for s in source.sources]
     fixed_values = ", ".join(em.source(s, _INDENT) for s in fixed)
     every = ", ".join(f"id({v})" for v in values)
-    fixed_tuple = em.tensor_tuples.get(fixed_values, f"({fixed_values},)")
-    em.lines.append(f"{_INDENT}if tuple(map(id, {fixed_tuple})) != {em.const(traced)}:")
+    em.lines.append(f"{_INDENT}if tuple(map(id, ({fixed_values},))) != {em.const(traced)}:")
     em.lines.append(f"{_INDENT}    if len({{{every}}}) != {len(values)}:")
     em.lines.append(f"{_INDENT}        return {fail}[{index}]")
     if free:
