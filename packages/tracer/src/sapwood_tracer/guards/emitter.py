@@ -113,7 +113,6 @@ class Emitter:
         self._by_source: dict[Source, str] = {}
         self._const_ids: dict[int, str] = {}
         self._temps = 0
-        self._locals = 0  # never reused: a branch may forget its locals (``_by_source``)
 
     def const(self, value: Any) -> str:
         """A namespace name bound to ``value``."""
@@ -134,19 +133,13 @@ class Emitter:
         self._temps += 1
         return f"t{self._temps}"
 
-    def local(self) -> str:
-        """A fresh ``v<n>`` local, for a value that no source names (reused once dead)."""
-        name = f"v{self._locals}"
-        self._locals += 1
-        return name
-
     def source(self, source: Source, indent: str) -> str:
         """A local variable holding the value of ``source`` (emitting its computation once)."""
         known = self._by_source.get(source)
         if known is not None:
             return known
         expr = self._expression(source, indent)
-        name = self.local()
+        name = f"v{len(self._by_source)}"
         self.lines.append(f"{indent}{name} = {expr}")
         self._by_source[source] = name
         return name
@@ -230,34 +223,27 @@ class Emitter:
 
 
 _LOCAL = re.compile(r"\bv\d+\b")
-_DEFINITION = re.compile(r"^\s*(v\d+(?:, v\d+)*) = ")
+_DEFINITION = re.compile(r"^\s*(v\d+) = ")
 
 
 def _reuse_locals(lines: list[str]) -> list[str]:
     """``lines`` with the ``v<n>`` locals renamed so that a local whose value is dead (no
     later line reads it) lends its name to the next one defined.
 
-    Sound for the code the emitters write: straight-line (no loops; an ``if`` branch only
-    skips lines), each local assigned once before any read (``v1, v2 = ...`` assigns
-    several). Anything else (a loop, a second assignment, a read before the assignment)
-    leaves the lines as they are.
+    Sound for the code the emitters write: straight-line (no loops), each local assigned once
+    before any read. Anything else (a loop, a second assignment, a read before the
+    assignment) leaves the lines as they are.
     """
     if any(line.lstrip().startswith(("for ", "while ", "async ")) for line in lines):
         return lines
-    defines: dict[int, list[str]] = {}
     defined: dict[str, int] = {}
     last_read: dict[str, int] = {}
     for i, line in enumerate(lines):
         match = _DEFINITION.match(line)
         if match is not None:
-            targets = match.group(1).split(", ")
-            defines[i] = targets
-            for target in targets:
-                if target in defined:
-                    return lines
-                defined[target] = i
-                last_read[target] = i
-            line = line[match.end() :]
+            if match.group(1) in defined:
+                return lines
+            defined[match.group(1)] = i
         for token in _LOCAL.findall(line):
             if token not in defined:
                 return lines  # read before it is assigned
@@ -266,15 +252,16 @@ def _reuse_locals(lines: list[str]) -> list[str]:
     free: list[str] = []
     freed_after: dict[int, list[str]] = {}
     slots = 0
-    for i in range(len(lines)):
-        for target in defines.get(i, ()):
+    for i, line in enumerate(lines):
+        match = _DEFINITION.match(line)
+        if match is not None:
             if free:
                 name = free.pop()
             else:
                 name = f"r{slots}"
                 slots += 1
-            rename[target] = name
-            freed_after.setdefault(last_read[target], []).append(name)
+            rename[match.group(1)] = name
+            freed_after.setdefault(last_read[match.group(1)], []).append(name)
         free.extend(freed_after.pop(i, ()))
     return [_LOCAL.sub(lambda t: rename[t.group(0)], line) for line in lines]
 

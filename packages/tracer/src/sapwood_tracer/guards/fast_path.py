@@ -40,11 +40,9 @@ import torch
 
 from sapwood_graph import AttrSource, Guard, GuardKind, LocalSource, Source
 
-from .batched import plan_dict_batches
 from .checks import guard_check
 from .emitter import Emitter, Miss, _batch_tensor_checker, _has_float, _is_static_spec
 from .sources import (
-    HOOK_ATTRS,
     ContainsSource,
     DistinctIdsSource,
     GlobalStateSource,
@@ -57,6 +55,9 @@ __all__ = ["HOOK_ATTRS", "emit_guards"]
 #: Py_TPFLAGS_IMMUTABLETYPE: instances of such a type cannot have ``__class__`` reassigned
 #: (modules excepted: CPython lets a module switch to a ModuleType subclass).
 _IMMUTABLE_TYPE = 1 << 8
+
+#: The hook dicts a ``ModuleHooksSource`` is about.
+HOOK_ATTRS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 #: Sources whose value is always a bool: ``guard == False`` is emitted as ``if expr:``.
 _BOOL_SOURCES = (ContainsSource, HasAttrSource, ModuleHooksSource)
@@ -305,23 +306,12 @@ def emit_guards(
         if isinstance(step, tuple):
             _emit_batch(em, [guards[i] for i in step[1]], step[1], examples, fail, locate)
             continue
-        batches, batched = plan_dict_batches(em, guards, step, plan.implied, plan.modules)
-
-        def alone(index: int, indent: str = _INDENT) -> None:
-            condition = _failure(em, plan, guards[index], index, indent)
-            em.lines.append(f"{indent}if {condition}:")
-            em.lines.append(f"{indent}    return {fail}[{index}]")
-
         for index in step:
-            batch = batches.get(index)
-            if batch is not None:
-                batch.emit(em, _INDENT, lambda i: alone(i, _INDENT + "    "))
-                continue
-            if index in batched:
-                continue
             if _emit_distinct_ids(em, plan, guards[index], index, examples, fail):
                 continue
-            alone(index)
+            condition = _failure(em, plan, guards[index], index)
+            em.lines.append(f"{_INDENT}if {condition}:")
+            em.lines.append(f"{_INDENT}    return {fail}[{index}]")
     em.lines += [f"{_INDENT}pass", "        except Exception:", f"{_INDENT}{locate}"]
     lines = em.lines
     em.lines = []
@@ -398,29 +388,29 @@ def _emit_distinct_ids(
     return True
 
 
-def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int, indent: str = _INDENT) -> str:
+def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int) -> str:
     """A condition true exactly when ``guard`` fails (given the guards emitted earlier)."""
     kind, source, expected = guard.kind, guard.source, guard.expected
     if source is None:
-        return f"not ({guard_check(em, guard, indent)})"
+        return f"not ({guard_check(em, guard, _INDENT)})"
     if (
         kind is GuardKind.CONSTANT_MATCH
         and isinstance(expected, bool)
         and isinstance(source, _BOOL_SOURCES)
     ):
-        truth = _truth(em, plan, source, indent)
+        truth = _truth(em, plan, source)
         return truth if expected is False else f"not {truth}"
     if kind is GuardKind.ID_MATCH and source in plan.dict_modules:
-        value = em.source(source, indent)
+        value = em.source(source, _INDENT)
         module = em.const(plan.modules[source])
         cls = em.const(plan.dict_modules[source])
         return f"{value} is not {module} or type({value}) is not {cls}"
     if kind is GuardKind.TYPE_MATCH:
-        return f"type({em.source(source, indent)}) is not {em.const(expected)}"
+        return f"type({em.source(source, _INDENT)}) is not {em.const(expected)}"
     if kind is GuardKind.ALIAS_MATCH and isinstance(expected, Source):
-        return f"{em.source(source, indent)} is not {em.source(expected, indent)}"
+        return f"{em.source(source, _INDENT)} is not {em.source(expected, _INDENT)}"
     if kind is GuardKind.CONSTANT_MATCH:
-        value = em.source(source, indent)
+        value = em.source(source, _INDENT)
         if expected is None or isinstance(expected, bool):
             return f"{value} is not {em.const(expected)}"
         if type(expected) is float and expected == expected and expected != 0.0:
@@ -432,15 +422,15 @@ def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int, indent: str = _
             kind_name = em.const(type(expected))
             return f"type({value}) is not {kind_name} or {value} != {em.const(expected)}"
         return f"not ({value} == {em.const(expected)})"
-    return f"not ({guard_check(em, guard, indent)})"
+    return f"not ({guard_check(em, guard, _INDENT)})"
 
 
-def _truth(em: Emitter, plan: _Plan, source: Source, indent: str) -> str:
+def _truth(em: Emitter, plan: _Plan, source: Source) -> str:
     """An expression truthy exactly when the bool-valued ``source`` is ``True``."""
     base = source.base
     if isinstance(source, ModuleHooksSource) and base is not None:
         names = em.instance_attrs.get(base)
         if names is not None and names.issuperset(HOOK_ATTRS):
-            inst = em.source(AttrSource(base, "__dict__"), indent)
+            inst = em.source(AttrSource(base, "__dict__"), _INDENT)
             return "(" + " or ".join(f"{inst}[{em.const(n)}]" for n in HOOK_ATTRS) + ")"
-    return em._expression(source, indent)
+    return em._expression(source, _INDENT)

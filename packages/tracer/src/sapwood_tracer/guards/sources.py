@@ -17,7 +17,6 @@ import torch
 from sapwood_graph import Source
 
 __all__ = [
-    "HOOK_ATTRS",
     "ContainsSource",
     "DistinctIdsSource",
     "GlobalStateSource",
@@ -161,10 +160,6 @@ class HasAttrSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return hasattr(self.of.resolve(f_locals, f_globals, function), self.attr)
-
-
-#: The hook dicts a ``ModuleHooksSource`` is about.
-HOOK_ATTRS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 @_frozen
