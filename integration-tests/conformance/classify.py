@@ -46,7 +46,9 @@ class Outcome:
 
 
 def _exception_line(exc: BaseException) -> str:
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1][:300]
+    """The exception's first line (an assertion's message can run over many lines)."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return (text.splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _on_alarm(signum: int, frame: Any) -> None:

@@ -96,13 +96,14 @@ def run_worker(
     """Run one file under one engine in a new process; one result per test."""
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    lines_path = logs / f"{engine}-{file}.jsonl"
+    label = f"{engine}-{Path(file).stem}"
+    lines_path = logs / f"{label}.jsonl"
     command = [sys.executable, "-m", "conformance.worker", engine, file, str(lines_path)]
     command += ["--timeout", str(timeout)] + (["--match", match] if match else [])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
     lines_path.unlink(missing_ok=True)
-    with open(logs / f"{engine}-{file}.log", "wb") as log:
+    with open(logs / f"{label}.log", "wb") as log:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )

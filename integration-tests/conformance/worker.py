@@ -1,7 +1,7 @@
 """One test file under one engine, in the process that runs it.
 
 ``python -m conformance.worker ENGINE FILE RESULTS [--timeout S] [--match REGEX]``
-imports ``test.FILE``, collects its tests with ``unittest.TestLoader().loadTestsFromModule``
+imports ``test.FILE`` (or a dotted module name, or a ``.py`` file's path), collects its tests with ``unittest.TestLoader().loadTestsFromModule``
 (so ``load_tests`` is honoured) and keeps ``TestCase`` methods only: doctests and
 unittest's placeholders for tests that failed to load are left out.
 
@@ -19,22 +19,38 @@ from __future__ import annotations
 import argparse
 import doctest
 import importlib
+import importlib.util
 import json
 import re
 import sys
+import types
 import unittest
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 from .classify import classify_test
 from .engines import ENGINES, make_engine
 
-__all__ = ["collect", "main", "module_name", "run_file"]
+__all__ = ["collect", "import_tests", "main", "module_name", "run_file"]
 
 
 def module_name(file: str) -> str:
     """``test_dict`` is CPython's ``test.test_dict``; a dotted name is taken as it is."""
     return file if "." in file else f"test.{file}"
+
+
+def import_tests(file: str) -> types.ModuleType:
+    """The module of ``file``: a CPython test name, a dotted name, or a ``.py`` path."""
+    if not file.endswith(".py"):
+        return importlib.import_module(module_name(file))
+    path = Path(file)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _cases(suite: unittest.TestSuite) -> Iterator[unittest.TestCase]:
@@ -75,7 +91,7 @@ def run_file(
     """Run every selected test of ``file`` under the engine; JSON lines to ``out``."""
     engine = make_engine(engine_name)
     try:
-        module = importlib.import_module(module_name(file))
+        module = import_tests(file)
         tests = collect(module)
     except BaseException as exc:
         out.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
