@@ -19,7 +19,6 @@ Every category but ``passed`` keeps a one-line reason.
 from __future__ import annotations
 
 import signal
-import traceback
 import unittest
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,9 +45,17 @@ class Outcome:
 
 
 def _exception_line(exc: BaseException) -> str:
-    """The exception's first line (an assertion's message can run over many lines)."""
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return (text.splitlines() or [type(exc).__name__])[0][:300]
+    """The exception's class and the first line of its message (an assertion's message can
+    run over many lines; notes and hints after it are left out)."""
+    cls = type(exc)
+    name = (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+    try:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+    except Exception:  # a __str__ that raises
+        lines = []
+    return (f"{name}: {lines[0].strip()}" if lines else name)[:300]
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
