@@ -206,6 +206,29 @@ def fuzz(session: nox.Session) -> None:
 
 
 @nox.session
+def conformance(session: nox.Session) -> None:
+    """CPython's regression tests with their bodies compiled by sapwood and by TorchDynamo.
+
+    Runs every test method of the issue's list of CPython test files eagerly and compiled,
+    one worker process per file and engine, prints the counts per file side by side and
+    writes ``conformance-results/results.json``. Fails when sapwood has a wrong result or a
+    crash. Arguments go to the harness (``integration-tests/conformance``), e.g.
+    ``nox -s conformance -- --files test_dict --engine sapwood`` or
+    ``nox -s conformance -- --no-fail --docs docs/conformance.md``.
+    """
+    _install_stack_editable(session)
+    session.run(
+        "python",
+        "-m",
+        "conformance",
+        "--out",
+        str(ROOT / "conformance-results"),
+        *session.posargs,
+        env={"PYTHONPATH": str(ROOT / "integration-tests")},
+    )
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting."""
     session.install("ruff==0.17.5")  # pinned: new releases add rules and formatting changes
