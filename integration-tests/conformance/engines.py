@@ -86,13 +86,20 @@ class Engine:
         return ()
 
     def is_own_error(self, exc: BaseException | None) -> bool:
-        """Raised by the compiler itself: its own class, or raised in its own code."""
+        """Raised by the compiler itself: its own class, or raised in its own code.
+
+        The package folders are worked out once, at the first call (the worker makes it before
+        any test runs): a test may replace builtins such as ``len`` that pathlib needs.
+        """
+        dirs = self.__dict__.get("_dirs")
+        if dirs is None:
+            dirs = self.__dict__["_dirs"] = tuple(self.package_dirs())
         if exc is None:
             return False
         if self.own_exception(exc):
             return True
         where = _innermost_file(exc)
-        return any(where.startswith(d) for d in self.package_dirs())
+        return any(where.startswith(d) for d in dirs)
 
 
 class Watch:

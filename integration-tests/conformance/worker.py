@@ -17,6 +17,7 @@ serve; when one raises, the tests it serves are ``skip`` with its exception as t
 from __future__ import annotations
 
 import argparse
+import builtins
 import doctest
 import importlib
 import importlib.util
@@ -90,6 +91,7 @@ def run_file(
 ) -> None:
     """Run every selected test of ``file`` under the engine; JSON lines to ``out``."""
     engine = make_engine(engine_name)
+    engine.is_own_error(None)  # its package folders, before a test can patch what they need
     try:
         module = import_tests(file)
         tests = collect(module)
@@ -115,7 +117,13 @@ def run_file(
             class_error = module_error or _fixture(cls.setUpClass)
         error = class_error
         if error is None:
-            category, reason = classify_test(cls, name, engine, timeout)
+            # a test that replaces builtins (``len``) and is cut short before its own
+            # ``finally`` restores them would break every later test and the worker itself
+            saved_builtins = dict(vars(builtins))
+            try:
+                category, reason = classify_test(cls, name, engine, timeout)
+            finally:
+                _restore(vars(builtins), saved_builtins)
         else:
             category, reason = "skip", error
         emit(test_id(cls, name), category, reason)
@@ -124,6 +132,18 @@ def run_file(
             _fixture(cls.tearDownClass)
     if module_error is None:
         _fixture(getattr(module, "tearDownModule", None))
+
+
+def _restore(namespace: dict[str, object], saved: dict[str, object]) -> None:
+    """Put ``namespace`` back to ``saved``: names added since removed, changed ones reset."""
+    for name in [n for n in namespace if n not in saved]:
+        del namespace[name]
+    for name, value in saved.items():
+        if namespace.get(name, _MISSING) is not value:
+            namespace[name] = value
+
+
+_MISSING = object()
 
 
 def _fixture(fn: object) -> str | None:
