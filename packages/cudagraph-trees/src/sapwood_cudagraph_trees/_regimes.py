@@ -31,7 +31,7 @@ __all__ = ["CaptureRegimes", "capture_key", "drifted_outputs", "output_devices"]
 
 
 def output_devices(outputs: Sequence[Any]) -> tuple[Any, ...]:
-    """The device of each tensor output (None for other outputs)."""
+    """The device of each tensor among ``outputs`` (None for other values); inputs too."""
     return tuple(out.device if isinstance(out, torch.Tensor) else None for out in outputs)
 
 

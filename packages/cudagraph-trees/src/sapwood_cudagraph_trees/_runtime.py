@@ -388,10 +388,6 @@ class DeviceRuntime:
         node.replay = _released
 
 
-def _devices(inputs: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(x.device if isinstance(x, torch.Tensor) else None for x in inputs)
-
-
 class TreeFunction:
     """The boxed callable ``cudagraphify`` returns (``list -> list``)."""
 
@@ -561,7 +557,7 @@ class TreeFunction:
         else:
             # a layout-guarded key leaves devices out: a CPU seed and its captured device
             # counterpart share one (see ``drifted_outputs``)
-            status_key = key if not self.layout_guarded else (key, _devices(inputs))
+            status_key = key if not self.layout_guarded else (key, output_devices(inputs))
             status = self._key_status.get(status_key, _UNSEEN)
             if status is _UNSEEN:
                 status = self._key_status[status_key] = self._classify(inputs)
