@@ -617,7 +617,8 @@ def test_capture_regimes_keep_eager_outputs_from_captures_and_capture_only_from_
     assert drifted_outputs(None, [torch.zeros(())]) == []
     regimes = CaptureRegimes(torch.device("cuda", 0))  # a device object only: no GPU needed
     seed, other = torch.tensor(5), torch.tensor(6)
-    regimes.mark_eager_outputs([seed, 3])
+    regimes.mark_eager_outputs([seed, 3], "forward")
+    regimes.mark_eager_outputs([other], "backward")  # gradients feed no graph
     assert regimes.eager_only_input([other, seed]) == 1
     assert regimes.eager_only_input([other]) is None
     del seed

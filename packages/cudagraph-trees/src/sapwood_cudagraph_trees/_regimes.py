@@ -70,9 +70,10 @@ class CaptureRegimes:
         #: host address on the device (attention's dropout seed), so their consumers run eagerly
         self.eager_only: dict[int, weakref.ref[torch.Tensor]] = {}
 
-    def mark_eager_outputs(self, outputs: Sequence[Any]) -> None:
-        """Remember the CPU outputs of a forward that ran eagerly (see ``eager_only``)."""
-        if self.device.type == "cpu":
+    def mark_eager_outputs(self, outputs: Sequence[Any], mode: str) -> None:
+        """Remember the CPU outputs of a function of ``mode`` that ran eagerly, unless it is a
+        backward (gradients feed no graph; see ``eager_only``)."""
+        if mode == "backward" or self.device.type == "cpu":
             return
         for out in outputs:
             if isinstance(out, torch.Tensor) and out.device.type == "cpu":
@@ -91,20 +92,15 @@ class CaptureRegimes:
                 return i
         return None
 
+    def _is_capture_only(self, x: Any) -> bool:
+        # seeds and offsets have at most one dimension: the cheap test first
+        return isinstance(x, torch.Tensor) and x.dim() <= 1 and capture_key(x) in self.capture_only
+
     def host_copies(self, inputs: list[Any]) -> list[Any]:
         """Inputs for an eager run: capture-only tensors replaced by host copies of them."""
-        keys = self.capture_only
-        if not keys:
+        if not self.capture_only:
             return inputs
-        return [
-            x.cpu()
-            if isinstance(x, torch.Tensor) and x.dim() <= 1 and capture_key(x) in keys
-            else x
-            for x in inputs
-        ]
+        return [x.cpu() if self._is_capture_only(x) else x for x in inputs]
 
     def has_capture_only(self, inputs: Sequence[Any]) -> bool:
-        keys = self.capture_only
-        return bool(keys) and any(
-            isinstance(x, torch.Tensor) and x.dim() <= 1 and capture_key(x) in keys for x in inputs
-        )
+        return bool(self.capture_only) and any(self._is_capture_only(x) for x in inputs)

@@ -240,8 +240,7 @@ class DeviceRuntime:
         sync_allocator(self.layer, self.pool, self.live)
         outputs = list(self.layer.run_in_pool(fn.model, list(inputs)))
         self.layer.clear_workspaces()
-        if fn.mode != "backward":
-            self.regimes.mark_eager_outputs(outputs)
+        self.regimes.mark_eager_outputs(outputs, fn.mode)
         odd = uncapturable_output(outputs)
         if odd is not None:  # the outputs are right; graphs of this function would not be
             fn.eager_reason = odd
@@ -483,8 +482,7 @@ class TreeFunction:
         self.fallbacks[reason] += 1
         runtime = self.runtime
         outputs = list(self.model(runtime.regimes.host_copies(inputs)))
-        if self.mode != "backward":
-            runtime.regimes.mark_eager_outputs(outputs)
+        runtime.regimes.mark_eager_outputs(outputs, self.mode)
         return outputs
 
     def _classify(self, inputs: Sequence[Any]) -> str | None:
