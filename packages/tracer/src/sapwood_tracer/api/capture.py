@@ -37,7 +37,7 @@ from ..interpreter.frame import BreakHere, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
-from ..pymodel.construct import makes_weak_references
+from ..pymodel.construct import inspects_frames, makes_weak_references
 from ..values.base import Value
 from .cache import CacheEntry
 
@@ -64,6 +64,14 @@ def capture(
     """
     if makes_weak_references(code, f_globals):
         raise weakly_referenced(code.co_qualname)
+    frames = inspects_frames(code)
+    if frames is not None:
+        exc = Unsupported(
+            f"{code.co_qualname}, which reads frames or tracebacks ({frames!r})",
+            hint="The function runs eagerly as a whole, in the frames Python would give it.",
+        )
+        exc.frame_bound = True
+        raise exc
     plan: tuple[int, int] | None = None
     reason: Unsupported | None = None
     while True:

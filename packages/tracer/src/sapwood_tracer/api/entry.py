@@ -205,9 +205,14 @@ def _miss(
             if exc is error:
                 raise
             raise exc from error
+        failure = exc
+    else:
+        failure = None
+    if failure is not None:
         # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
-        # the code runs eagerly from now on, and explain()/the logs say why.
-        return _fall_back(code, cache, exc, eager, L)
+        # the code runs eagerly from now on, and explain()/the logs say why. (Outside the
+        # handler: the user's code must not see sapwood's error in sys.exc_info().)
+        return _fall_back(code, cache, failure, eager, L)
     cache.entries.append(entry)
     _events.captured(code, entry)
     result = entry.fn(L, closure, f_globals)

@@ -46,7 +46,7 @@ from ..values.containers import (
     TupleValue,
 )
 from ..values.contexts import ContextClassValue
-from ..values.exceptions import ExceptionValue
+from ..values.exceptions import ExceptionValue, make_exception
 from ..values.functions import (
     BoundMethodValue,
     CellValue,
@@ -75,14 +75,6 @@ def _new_object(cls: type, attrs: dict[str, Any]) -> Any:
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     return obj
-
-
-def _new_exception(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> Any:
-    exc: Any = BaseException.__new__(cls)
-    exc.args = args
-    for name, value in attrs.items():
-        setattr(exc, name, value)
-    return exc
 
 
 class OutputCollector:
@@ -404,7 +396,7 @@ def _emit(
             for k, v in value.attrs.items()
         ]
         expr = (
-            f"{em.const(_new_exception)}({em.const(value.cls)}, "
+            f"{em.const(make_exception)}({em.const(value.cls)}, "
             f"({', '.join(args)}{',' if len(args) == 1 else ''}), {{{', '.join(pairs)}}})"
         )
     elif isinstance(value, NewObjectValue):

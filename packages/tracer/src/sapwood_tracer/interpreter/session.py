@@ -27,7 +27,7 @@ from ..guards.sources import LenSource
 from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
-from ..pymodel.construct import construct
+from ..pymodel.construct import construct, inspects_frames
 from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing, attribute_missing
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import ContextExitValue
@@ -121,6 +121,11 @@ class TraceSession:
             if is_allowed(real):
                 return self.graph.call_function(self, real, args, kwargs)  # type: ignore[no-any-return]
         code = fn.code
+        frames = inspects_frames(code)
+        if frames is not None:
+            raise Unsupported(
+                f"calling {code.co_qualname}, which reads frames or tracebacks ({frames!r})"
+            )
         if code.co_flags & (
             inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
         ):

@@ -22,7 +22,12 @@ from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value, is_constant_type
 from ..values.containers import NamedTupleValue
-from ..values.exceptions import ExceptionValue
+from ..values.exceptions import (
+    ExceptionValue,
+    has_builtin_init,
+    make_exception,
+    raised_for_real,
+)
 from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
@@ -60,6 +65,35 @@ def makes_weak_references(code: types.CodeType, f_globals: dict[str, Any]) -> bo
         if value is not None and id(value) in _WEAK_MAKERS:
             return True
     return False
+
+
+#: Names whose reading means the code looks at frames or tracebacks: a graph break moves the
+#: code into other frames (the entry function, resume functions), so what it would see differs.
+_FRAME_NAMES = frozenset(
+    {
+        "__traceback__",
+        "tb_frame",
+        "tb_next",
+        "f_back",
+        "_getframe",
+        "currentframe",
+        "extract_tb",
+        "extract_stack",
+        "format_tb",
+        "format_stack",
+        "print_tb",
+        "print_stack",
+        "walk_tb",
+        "walk_stack",
+    }
+)
+
+
+def inspects_frames(code: types.CodeType) -> str | None:
+    """The name through which ``code`` reads frames or tracebacks (``exc.__traceback__``,
+    ``sys._getframe``, ``traceback.extract_tb``, ...), if any: such code runs eagerly as a
+    whole, where its frames are the ones Python would have."""
+    return next((name for name in code.co_names if name in _FRAME_NAMES), None)
 
 
 def construct(
@@ -146,6 +180,15 @@ def _exception(
             raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
     elif kwargs:
         raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+    elif has_builtin_init(cls) and not issubclass(cls, (StopIteration, SystemExit)):
+        # a C __init__ that checks and reads its arguments (SyntaxError, UnicodeError, ...):
+        # what it does with them is known only for constants
+        if not all(a.is_constant() for a in args):
+            raise Unsupported(f"constructing {cls.__qualname__} from non-constant arguments")
+        try:
+            make_exception(cls, tuple(a.as_constant() for a in args), {})
+        except Exception as error:
+            raise raised_for_real(error, f"constructing {cls.__qualname__}") from None
     return exc
 
 

@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from ..errors import TracedException, Unsupported
@@ -38,6 +39,8 @@ __all__ = [
     "ExceptionValue",
     "OuterExceptionValue",
     "exception_value",
+    "has_builtin_init",
+    "make_exception",
     "python_error",
     "raise_error",
     "raised_for_real",
@@ -63,13 +66,23 @@ class ExceptionValue(Value):
         return self.cls
 
     def real(self) -> BaseException | None:
-        """The same exception made for real, where its class and arguments allow it (a
-        builtin exception class, or a subclass that keeps BaseException's ``__str__``)."""
+        """The same exception made for real as far as its builtin class sees it (arguments
+        and the builtin fields set on it), where those are constants (``None`` otherwise, or
+        when its builtin ``__init__`` refuses them)."""
         if not all(a.is_constant() for a in self.args):
             return None
-        real: BaseException = BaseException.__new__(self.cls)
-        real.args = tuple(a.as_constant() for a in self.args)
-        return real
+        # (only the builtin class's own fields matter to it; other attributes are the program's)
+        fields = {k: v for k, v in self.attrs.items() if _builtin_field(self.cls, k)}
+        if not all(v is not OUTER_EXCEPTION and v.is_constant() for v in fields.values()):
+            return None
+        try:
+            return make_exception(
+                self.cls,
+                tuple(a.as_constant() for a in self.args),
+                {k: v.as_constant() for k, v in fields.items()},
+            )
+        except Exception:
+            return None
 
     def getattr(self, tx: Context, name: str) -> Value:
         if name in self.attrs:
@@ -89,6 +102,16 @@ class ExceptionValue(Value):
             return BoundBuiltinMethod(self, name)
         if name == "value" and issubclass(self.cls, StopIteration):
             return self.args[0] if self.args else ConstantValue(None)
+        if _builtin_field(self.cls, name):
+            # a field the builtin class's C __init__ fills from the arguments (``filename``
+            # of SyntaxError, ``start`` of UnicodeError, ...): read it off the real one
+            real = self.real()
+            if real is None:
+                raise Unsupported(f"{name!r} of {self.describe()} with non-constant parts")
+            field = getattr(real, name)
+            if not is_constant_type(field):
+                raise Unsupported(f"{name!r} of {self.describe()}")
+            return ConstantValue(field)
         found = class_attribute(tx, self.cls, name, self)
         if found is None:
             raise attribute_missing(self.describe(), name)
@@ -117,6 +140,46 @@ class ExceptionValue(Value):
 
     def hash_key(self, tx: Context) -> Any:
         return ("__exception__", id(self))
+
+
+def _builtin_base(cls: type) -> type:
+    return next(k for k in cls.__mro__ if k.__module__ == "builtins")
+
+
+def has_builtin_init(cls: type) -> bool:
+    """Whether the builtin class ``cls`` derives from has a C ``__init__`` of its own (one
+    that fills fields from the arguments, beyond ``args``)."""
+    return _builtin_base(cls).__init__ is not BaseException.__init__
+
+
+def _builtin_field(cls: type, name: str) -> bool:
+    """Whether ``name`` is a field (member or getset descriptor) that a builtin exception
+    class below BaseException defines."""
+    for klass in cls.__mro__:
+        if klass is BaseException:
+            return False
+        raw = klass.__dict__.get(name)
+        if raw is not None:
+            return klass.__module__ == "builtins" and isinstance(
+                raw, (types.MemberDescriptorType, types.GetSetDescriptorType)
+            )
+    return False
+
+
+def make_exception(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> BaseException:
+    """The exception of class ``cls`` that the traced program made: arguments passed to its
+    builtin base's ``__init__`` (which fills fields such as SyntaxError's ``filename``), then
+    the attributes the program set. A ``__init__`` written in Python already ran in the trace;
+    only its effect on the builtin part (the arguments it passed up) is replayed here."""
+    exc: Any = BaseException.__new__(cls)
+    init = _builtin_base(cls).__init__
+    if init is BaseException.__init__:
+        exc.args = args
+    else:
+        init(exc, *args)
+    for name, value in attrs.items():
+        setattr(exc, name, value)
+    return exc
 
 
 class OuterExceptionValue(Value):
