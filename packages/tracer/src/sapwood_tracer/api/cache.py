@@ -34,8 +34,9 @@ __all__ = [
 ]
 
 RECOMPILE_LIMIT = 8
-#: A resume function that continues a loop body after a graph break needs one entry per
-#: iteration (each guards on the items still to come), so its limit is higher.
+#: A resume function serves every iteration of a loop that breaks (the loop's items arrive
+#: eagerly, one at a time) and is guarded only on the locals it reads, but one break site may
+#: still be reached with more kinds of state than the function's entry, so its limit is higher.
 RESUME_RECOMPILE_LIMIT = 64
 
 

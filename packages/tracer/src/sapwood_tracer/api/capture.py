@@ -33,7 +33,7 @@ from ..breaks.resume import resume_info
 from ..errors import Unsupported, weakly_referenced
 from ..guards.emitter import Emitter
 from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_names
-from ..interpreter.frame import BreakHere, SymbolicFrame, internal_error
+from ..interpreter.frame import BreakHere, LazyLocals, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
@@ -123,11 +123,10 @@ def _capture_once(
             raise Unsupported("a call whose arguments do not bind to the parameters")
         info = resume_info(code)
         passed_cells = set(info.cell_names) if info is not None else set()
-        fast = {
-            name: tx.wrap(arg, source)
-            for (name, source), arg in zip(params, args)
-            if name not in passed_cells
-        }
+        fast = LazyLocals(tx.wrap)
+        for (name, source), arg in zip(params, args):
+            if name not in passed_cells:
+                fast.add_input(name, arg, source)
         if code.co_flags & inspect.CO_VARKEYWORDS and resume_info(code) is None:
             # **kwargs is a fresh dict made by the call: the frame may mutate it freely.
             fast[params[-1][0]].source = None

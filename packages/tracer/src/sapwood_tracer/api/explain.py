@@ -27,6 +27,7 @@ __all__ = ["BreakReport", "ExplainOutput", "GraphReport", "explain"]
 _KINDS = {
     "call": "ran eagerly, then resumed",
     "jump": "branch taken eagerly, then resumed",
+    "next": "the loop's next item taken eagerly, then resumed",
     "rest": "the rest of the function ran eagerly",
 }
 

@@ -31,19 +31,21 @@ the resume function can see is rebuilt from the graph's outputs, the inputs, or 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unsupported
+from ..interpreter.frame import LazyLocals
 from ..interpreter.instructions import Instruction
 from ..interpreter.registry import dispatch_table
-from ..values.base import NULL, ConstantValue, IteratorRecipe, IteratorValue, Value
-from ..values.containers import TupleValue
+from ..values.base import NULL, ConstantValue, IteratorValue, Value
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.modules import ModuleValue
 from ..values.tensors import TensorMethodValue
+from .liveness import live_locals
 from .resume import ResumeLayout, StackSlot, resume_code, resume_info
 
 if TYPE_CHECKING:
@@ -100,7 +102,7 @@ class Continuation:
 class BreakExit:
     """The root frame's state at a graph break, and how the entry goes on from there."""
 
-    kind: str  # "call", "jump" or "rest"
+    kind: str  # "call", "jump", "next" or "rest"
     reason: str
     location: str
     contexts: list[TorchContext]
@@ -111,7 +113,10 @@ class BreakExit:
     #: jump: the tested value and whether truth jumps
     tested: Value | None = None
     jump_if_true: bool = False
-    #: call: one continuation (the result is pushed); jump: [taken, not taken]; rest: one
+    #: next: the iterator whose next item the entry asks for
+    iterator: Value | None = None
+    #: call: one continuation (the result is pushed); jump: [taken, not taken]; next: [an
+    #: item (pushed), exhausted]; rest: one
     continuations: list[Continuation] = field(default_factory=list)
     #: call/jump: where an exception raised by the eager part goes (the original's handlers,
     #: run eagerly from the breaking instruction)
@@ -121,7 +126,7 @@ class BreakExit:
         """Every value the entry must rebuild (for collecting graph outputs)."""
         out = [v for c in self.continuations for v in c.values]
         out += [*self.args, *self.kwargs.values()]
-        for v in (self.callee, self.tested):
+        for v in (self.callee, self.tested, self.iterator):
             if v is not None:
                 out.append(v)
         return out
@@ -156,15 +161,21 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
             ctx = _torch_context(value.context)
             if ctx is not None:
                 contexts.append(ctx)
+
     # (a resume function's own "stack <i>" parameters are dead once its prologue ran)
+    def passed_value(name: str) -> Value | None:
+        if isinstance(frame.locals, LazyLocals):
+            return frame.locals.passed_value(name)
+        return frame.locals.get(name)
+
     local_names = tuple(
         name
         for name in code.co_varnames
-        if frame.locals.get(name) is not None and not name.startswith("stack ")
+        if passed_value(name) is not None and not name.startswith("stack ")
     )
     # every cell variable goes over as a cell object (closures made so far share it)
     cell_names = tuple(name for name in code.co_cellvars if name in frame.cells)
-    locals_values = [frame.locals[n] for n in local_names]
+    locals_values = [passed_value(n) for n in local_names]
     cell_values = [frame.cells[n] for n in cell_names]
     # close the open contexts in the graph, innermost first: the graph ends balanced
     for manager in reversed(list(tx.open_contexts)):
@@ -180,10 +191,17 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
     def continuation(
         target: int, items: list[Value], eager: bool = False, raises: bool = False
     ) -> Continuation:
-        layout, passed, plain_locals = _layout(items, local_names, locals_values, cell_names)
+        start = original_index(target)
+        live = live_locals(original, start)
+        names, values = local_names, locals_values
+        if live is not None:
+            kept = [i for i, name in enumerate(local_names) if name in live]
+            names = tuple(local_names[i] for i in kept)
+            values = [locals_values[i] for i in kept]
+        layout, passed, plain_locals = _layout(items, names, values, cell_names)
         if raises:
             layout = dataclasses.replace(layout, raises=True)
-        resume = resume_code(original, original_index(target), layout)
+        resume = resume_code(original, start, layout)
         return Continuation(resume, [*passed, *plain_locals, *cell_values], eager)
 
     if inst.opname in _CALLS or inst.opname in _JUMPS_ON_TRUTH:
@@ -197,6 +215,22 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         exit.kind = "call"
         exit.callee, exit.args, exit.kwargs = callee, args, kwargs
         exit.continuations = [cont]
+        return exit
+    if (
+        inst.opname == "FOR_ITER"
+        and stack
+        and isinstance(stack[-1], IteratorValue)
+        and _passable(stack[-1])
+    ):
+        # the loop's next item: ``next()`` runs eagerly, then the body or the loop's exit
+        # goes on in a resume function (the same ones at every iteration)
+        exit.kind = "next"
+        exit.iterator = stack[-1]
+        exit.continuations = [
+            continuation(inst.index + 1, [*stack, _ResultPlaceholder()]),
+            _loop_exit(frame, inst, stack, continuation),
+        ]
+        exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
         return exit
     truth = _JUMPS_ON_TRUTH.get(inst.opname)
     if truth is not None and inst.target is not None:
@@ -230,6 +264,23 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
             return exit
     exit.continuations = [continuation(inst.index, stack, eager=True)]
     return exit
+
+
+def _loop_exit(
+    frame: SymbolicFrame, inst: Instruction, stack: list[Value], continuation: Any
+) -> Continuation:
+    """Where an exhausted ``FOR_ITER`` goes on, with the stack it leaves (as the running
+    Python's FOR_ITER handler of the tracer does it)."""
+    assert inst.target is not None
+    version = frame.version or sys.version_info[:2]
+    if version >= (3, 13):
+        # CPython skips END_FOR and POP_TOP; the tracer runs them on a placeholder and the
+        # iterator, and so does the resume function
+        return continuation(inst.target, [*stack, ConstantValue(None)])  # type: ignore[no-any-return]
+    target = inst.target
+    if version >= (3, 12) and frame.instructions[target].opname == "END_FOR":
+        target += 1  # 3.12 pops the iterator itself and skips the END_FOR
+    return continuation(target, stack[:-1])  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,30 +354,20 @@ def _layout(
     local_values: list[Value],
     cell_names: tuple[str, ...],
 ) -> tuple[ResumeLayout, list[Value], list[Value]]:
-    """The resume layout of ``stack`` and the live locals, the values passed for the stack
-    (and for iterators), and the values of the locals passed as themselves.
+    """The resume layout of ``stack`` and the live locals, the values passed for the stack,
+    and the values of the locals passed as themselves.
 
-    An iterator is made again by the resume function (its recipe), never passed: a local
-    holding the very iterator a stack slot holds is stored from that slot once it is made,
-    so the two stay one object; another iterator local is made by its own recipe."""
+    An iterator (of a loop the break is inside, or held by a local) is passed as a real
+    iterator object: made by the entry from what the trace knows of it (its recipe), or the
+    live object itself; a local and a stack slot holding one iterator get the same object.
+    The resume function's trace does not know its items (see
+    :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`): its loop stops at each
+    ``FOR_ITER`` (a ``next`` break), so one resume function serves every iteration."""
     slots: list[StackSlot] = []
     passed: list[Value] = []
-    local_iterators: list[tuple[str, Any]] = []
-    plain_names: list[str] = []
-    plain_values: list[Value] = []
     for name, value in zip(local_names, local_values):
-        if not isinstance(value, IteratorValue):
-            plain_names.append(name)
-            plain_values.append(value)
-            continue
-        slot = next((i for i, item in enumerate(stack) if item is value), None)
-        if slot is not None:
-            local_iterators.append((name, slot))
-            continue
-        recipe = value.rebuild()
-        if recipe is None:
+        if isinstance(value, IteratorValue) and not _passable(value):
             raise Unsupported(f"a graph break while the local {name!r} holds {value.describe()}")
-        local_iterators.append((name, _recipe_shape(recipe, passed)))
     for value in stack:
         if value is NULL:
             slots.append(StackSlot("null"))
@@ -337,31 +378,18 @@ def _layout(
                     f"a graph break inside a with block over {value.context.describe()}"
                 )
             slots.append(StackSlot("context", ctx.factory, ctx.args))
-        elif isinstance(value, IteratorValue):
-            recipe = value.rebuild()
-            if recipe is None:
-                raise Unsupported(f"a graph break inside a loop over {value.describe()}")
-            slots.append(StackSlot("iterator", recipe=_recipe_shape(recipe, passed)))
         else:
+            if isinstance(value, IteratorValue) and not _passable(value):
+                raise Unsupported(f"a graph break inside a loop over {value.describe()}")
             slots.append(StackSlot("value"))
             passed.append(value)
-    layout = ResumeLayout(
-        tuple(slots), tuple(plain_names), cell_names, local_iterators=tuple(local_iterators)
-    )
-    return layout, passed, plain_values
+    layout = ResumeLayout(tuple(slots), local_names, cell_names)
+    return layout, passed, list(local_values)
 
 
-def _recipe_shape(recipe: IteratorRecipe, passed: list[Value]) -> tuple[Any, ...]:
-    """The recipe as the resume layout's shape (``("call", fn, parts)``, ``("value",)`` for a
-    passed argument), appending the values it passes to ``passed`` in order."""
-    parts: list[tuple[Any, ...]] = []
-    for arg in recipe.args:
-        if isinstance(arg, IteratorRecipe):
-            parts.append(_recipe_shape(arg, passed))
-        else:
-            passed.append(TupleValue(list(arg)) if isinstance(arg, tuple) else arg)
-            parts.append(("value",))
-    return ("call", recipe.fn, tuple(parts))
+def _passable(value: IteratorValue) -> bool:
+    """Whether the entry can hand ``value`` on as a real iterator object."""
+    return value.source is not None or value.rebuild() is not None
 
 
 def _call_operands(
@@ -394,6 +422,7 @@ def emit_break_tail(
     lines = em.lines
     # Rebuild everything first (pure construction), then run the eager construct.
     tested = value(exit.tested) if exit.tested is not None else None
+    iterator = value(exit.iterator) if exit.iterator is not None else None
     call_expr = None
     if exit.kind == "call":
         assert exit.callee is not None
@@ -423,8 +452,13 @@ def emit_break_tail(
         lines.append(f"{inner}r = {call_expr}")
     elif exit.kind == "jump":
         lines.append(f"{inner}b = not not {tested}")
+    elif exit.kind == "next":
+        lines.append(f"{inner}r = next({iterator})")
     else:
         lines.append(f"{inner}pass")
+    if exit.kind == "next":
+        lines.append(f"{indent}except StopIteration:")  # exhausted, as FOR_ITER sees it
+        lines.append(f"{indent}    return {resume(*continuations[1])}")
     if exit.on_error is not None:
         # raised by the eager part: on in the original code, at the breaking instruction,
         # so the user's except/finally/with handlers see it as they would eagerly
@@ -437,6 +471,8 @@ def emit_break_tail(
         lines.append(f"{indent}if {test}:")
         lines.append(f"{indent}    return {resume(*taken)}")
         lines.append(f"{indent}return {resume(*fallthrough)}")
+    elif exit.kind == "next":
+        lines.append(f"{indent}return {resume(*continuations[0])}")
     else:
         lines.append(f"{indent}return {resume(*continuations[0])}")
 

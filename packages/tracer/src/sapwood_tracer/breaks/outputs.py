@@ -36,7 +36,14 @@ from ..guards.emitter import Emitter, Miss
 from ..guards.fast_path import emit_guards
 from ..guards.sources import HeldObjectSource
 from ..interpreter.side_effects import AttributeWrite, SideEffects
-from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value
+from ..values.base import (
+    BoundBuiltinMethod,
+    BuiltinValue,
+    ConstantValue,
+    IteratorRecipe,
+    IteratorValue,
+    Value,
+)
 from ..values.containers import (
     DictValue,
     DictViewValue,
@@ -97,6 +104,16 @@ class OutputCollector:
             self.proxies.append(value.proxy)
         return index
 
+    def _collect_recipe(self, recipe: IteratorRecipe, seen: set[int]) -> None:
+        for arg in recipe.args:
+            if isinstance(arg, IteratorRecipe):
+                self._collect_recipe(arg, seen)
+            elif isinstance(arg, tuple):
+                for item in arg:
+                    self.collect(item, seen)
+            else:
+                self.collect(arg, seen)
+
     def collect(self, value: Value, seen: set[int] | None = None) -> None:
         seen = set() if seen is None else seen
         if id(value) in seen:
@@ -129,6 +146,10 @@ class OutputCollector:
             self.collect(value.receiver, seen)
         elif isinstance(value, DictViewValue):
             self.collect(value.owner, seen)
+        elif isinstance(value, IteratorValue) and value.source is None:
+            recipe = value.rebuild()
+            if recipe is not None:
+                self._collect_recipe(recipe, seen)
         elif isinstance(value, TensorMethodValue):
             self.collect(value.tensor, seen)
         elif isinstance(value, CellValue):
@@ -261,6 +282,39 @@ def _new_function(
     return fn
 
 
+def _emit_iterator(
+    em: Emitter,
+    value: IteratorValue,
+    collector: OutputCollector,
+    built: dict[int, str],
+    indent: str,
+) -> str:
+    """An iterator of the trace as a real iterator object, made by its recipe (``iter()`` of
+    the items still to come, ``map``/``zip`` over such, ...); a live one is itself."""
+    if value.source is not None:
+        return em.source(value.source, indent)
+    recipe = value.rebuild()
+    if recipe is None:
+        raise Unsupported(f"rebuilding {value.describe()} after the graph")
+
+    def made(recipe: IteratorRecipe) -> str:
+        parts = []
+        for arg in recipe.args:
+            if isinstance(arg, IteratorRecipe):
+                parts.append(made(arg))
+            elif isinstance(arg, tuple):
+                items = [_emit(em, v, collector, built, indent) for v in arg]
+                parts.append(f"({', '.join(items)}{',' if len(items) == 1 else ''})")
+            else:
+                parts.append(_emit(em, arg, collector, built, indent))
+        return f"{em.const(recipe.fn)}({', '.join(parts)})"
+
+    name = em.temp()
+    em.lines.append(f"{indent}{name} = {made(recipe)}")
+    built[id(value)] = name
+    return name
+
+
 def _source_of(value: Value) -> Source | None:
     return value.source
 
@@ -354,6 +408,8 @@ def _emit(
         return name
     if isinstance(value, ContextClassValue):
         return em.const(value.cls)
+    if isinstance(value, IteratorValue):
+        return _emit_iterator(em, value, collector, built, indent)
     if isinstance(value, SliceValue):
         return em.const(value.as_slice())
     name = em.temp()

@@ -20,7 +20,8 @@ Invariants:
   loop that breaks on every iteration resumes in the *same* code object each time and reuses
   its cache entries.
 * The prologue uses only instructions the tracer interprets, so a resume function is traced
-  like any other function (the rebuilt iterator and context values are ordinary trace values).
+  like any other function (the re-entered contexts are ordinary trace values; an iterator
+  arrives as a real iterator object, an input like any other).
 * Instruction indices here are those of
   :func:`~sapwood_tracer.interpreter.instructions.decode` (``dis`` order without
   ``EXTENDED_ARG``), which is also the order of ``bytecode``'s ``Instr`` items. A resume code
@@ -51,24 +52,20 @@ _EXCEPTION = "raised exception"  # a parameter name no Python source can spell
 class StackSlot:
     """How one value-stack slot reaches the resume function.
 
-    ``kind`` is ``"value"`` (passed as an argument), ``"null"`` (the NULL of a call sequence,
-    pushed again), ``"iterator"`` (made again by calling its ``recipe``: a nested
-    ``("call", fn, parts)`` whose ``("value",)`` parts are passed as arguments) or
-    ``"context"`` (a ``with`` block's ``__exit__``: the context is made again from
-    ``factory(*args)`` and entered).
+    ``kind`` is ``"value"`` (passed as an argument; an iterator too, as a real iterator
+    object), ``"null"`` (the NULL of a call sequence, pushed again) or ``"context"`` (a
+    ``with`` block's ``__exit__``: the context is made again from ``factory(*args)`` and
+    entered).
     """
 
     kind: str
     factory: Any = None
     args: tuple[Any, ...] = ()
-    recipe: tuple[Any, ...] = ()
 
     @property
     def passed(self) -> int:
         """How many arguments of the resume function this slot takes."""
-        if self.kind == "value":
-            return 1
-        return _passed_in(self.recipe) if self.kind == "iterator" else 0
+        return 1 if self.kind == "value" else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +78,9 @@ class ResumeLayout:
     #: instead of continuing at the target, raise the last argument (an exception) there, so
     #: the original's exception table sends it to the user's handler (run eagerly only)
     raises: bool = False
-    #: locals holding iterators, made by the prologue: ``(name, slot)`` stores the iterator
-    #: of stack slot ``slot`` (the same object); ``(name, recipe)`` makes one by its recipe
-    local_iterators: tuple[tuple[str, Any], ...] = ()
 
     def parameter_count(self) -> int:
         passed = sum(slot.passed for slot in self.stack)
-        passed += sum(_passed_in(how) for _, how in self.local_iterators if isinstance(how, tuple))
         return passed + len(self.local_names) + len(self.cell_names) + self.raises
 
 
@@ -130,12 +123,12 @@ def resume_info(code: types.CodeType) -> ResumeInfo | None:
     return _infos.get(code)
 
 
-def _call(callable_: Any, args: list[Instr], location: Any, argc: int | None = None) -> list[Instr]:
+def _call(callable_: Any, args: list[Instr], location: Any) -> list[Instr]:
     """``callable_(*args)`` for the running Python: a constant callable, then the instructions
-    that push its ``argc`` arguments (one instruction per argument unless ``argc`` says)."""
+    that push its arguments (one instruction per argument)."""
     load = Instr("LOAD_CONST", callable_, location=location)
     null = Instr("PUSH_NULL", location=location)
-    argc = len(args) if argc is None else argc
+    argc = len(args)
     call = [Instr("CALL", argc, location=location)]
     if _PY311:
         call.insert(0, Instr("PRECALL", argc, location=location))
@@ -204,25 +197,12 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
     # live cell variables arrive as arguments of their own names; MAKE_CELL (in the head,
     # for every cellvar) wraps them. Locals and the passed stack slots are plain arguments.
     passed = 0
-    for name, how in layout.local_iterators:
-        if isinstance(how, tuple):  # an iterator of its own, made by its recipe
-            made, passed = _made_again(how, passed, location)
-            prologue += [*made, Instr("STORE_FAST", name, location=location)]
-    for index, slot in enumerate(layout.stack):
+    for slot in layout.stack:
         if slot.kind == "null":
             prologue.append(Instr("PUSH_NULL", location=location))
         elif slot.kind == "value":
             prologue.append(Instr("LOAD_FAST", f"stack {passed}", location=location))
             passed += 1
-        elif slot.kind == "iterator":
-            made, passed = _made_again(slot.recipe, passed, location)
-            prologue += made
-            for name, how in layout.local_iterators:
-                if how == index:  # a local holding this very iterator
-                    prologue += [
-                        Instr("COPY", 1, location=location),
-                        Instr("STORE_FAST", name, location=location),
-                    ]
         elif slot.kind == "context":
             constants = [Instr("LOAD_CONST", a, location=location) for a in slot.args]
             prologue += [
@@ -232,6 +212,8 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
             ]
         else:  # pragma: no cover - layouts are made by this package
             raise AssertionError(slot.kind)
+    # the stack parameters are dead from here on: unbound, so locals() shows the original's
+    prologue += [Instr("DELETE_FAST", f"stack {i}", location=location) for i in range(passed)]
     prologue.append(Instr("JUMP_FORWARD", target_label, location=location))
 
     out = Bytecode([*head, *prologue, *body])
@@ -268,46 +250,14 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
 
 
 def _prologue_depth(layout: ResumeLayout) -> int:
-    """How deep the prologue's pushes reach: each slot leaves one item, and making it again
-    needs a few more on top, briefly (a call's callable, NULL and arguments; a copy of an
-    iterator that a local holds too)."""
-    deepest = max(
-        [_shape_depth(how) for _, how in layout.local_iterators if isinstance(how, tuple)] or [0]
-    )
+    """How deep the prologue's pushes reach: each slot leaves one item, and entering a context
+    needs a few more on top, briefly (the call's callable, NULL and arguments, then
+    BEFORE_WITH's two results)."""
+    deepest = 0
     for below, slot in enumerate(layout.stack):
-        if slot.kind == "iterator":
-            transient = _shape_depth(slot.recipe)
-        elif slot.kind == "context":
-            transient = 2 + len(slot.args) + 2  # the call, then BEFORE_WITH's two results
-        else:
-            transient = 1
+        transient = 2 + len(slot.args) + 2 if slot.kind == "context" else 1
         deepest = max(deepest, below + transient)
     return deepest + 2
-
-
-def _shape_depth(shape: tuple[Any, ...]) -> int:
-    if shape[0] == "value":
-        return 1
-    return max([2 + i + _shape_depth(part) for i, part in enumerate(shape[2])] or [2])
-
-
-def _passed_in(shape: tuple[Any, ...]) -> int:
-    if shape[0] == "value":
-        return 1
-    return sum(_passed_in(part) for part in shape[2])
-
-
-def _made_again(shape: tuple[Any, ...], passed: int, location: Any) -> tuple[list[Instr], int]:
-    """Instructions that push what ``shape`` makes, reading passed arguments from ``stack
-    <passed>`` on; and the next unread argument."""
-    if shape[0] == "value":
-        return [Instr("LOAD_FAST", f"stack {passed}", location=location)], passed + 1
-    _, fn, parts = shape
-    loads: list[Instr] = []
-    for part in parts:
-        made, passed = _made_again(part, passed, location)
-        loads += made
-    return _call(fn, loads, location, argc=len(parts)), passed
 
 
 def _split_body(body: list[Any], first: int, added: set[int]) -> tuple[list[Any], list[int | None]]:

@@ -47,6 +47,7 @@ from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value
 from ..values.containers import DictValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
 from ..values.functions import BoundMethodValue, UserFunctionValue
+from ..values.iterators import LiveIteratorValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
     ClassValue,
@@ -221,12 +222,29 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if _is_callable_builtin(obj) or isinstance(obj, type):
         _id_match(tx, source, obj)
         return _callable_value(tx, obj, source)
-    if isinstance(obj, (types.GeneratorType, types.CoroutineType)):
+    if _is_live_iterator(obj):
+        _type_match(tx, source, obj)
+        return LiveIteratorValue(cls, source)
+    if isinstance(obj, types.CoroutineType):
         raise Unsupported(f"a {cls.__name__} object as an input")
     if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj):
         _type_match(tx, source, obj)
         return ObjectValue(obj, source)
     raise Unsupported(f"an input of type {cls.__qualname__}")
+
+
+def _is_live_iterator(obj: Any) -> bool:
+    """A generator, or an iterator object of the interpreter or the standard library
+    (``list_iterator``, ``map``, ``enumerate``, ``itertools.count``, ...): wrapped as itself,
+    its items unknown to the trace (see :class:`LiveIteratorValue`)."""
+    if isinstance(obj, types.GeneratorType):
+        return True
+    cls = type(obj)
+    return (
+        cls.__module__ in ("builtins", "itertools", "collections")
+        and getattr(cls, "__next__", None) is not None
+        and getattr(cls, "__iter__", None) is not None
+    )
 
 
 #: Descriptors whose ``__get__`` makes a new bound object at every attribute read.

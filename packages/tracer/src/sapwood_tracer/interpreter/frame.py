@@ -41,7 +41,14 @@ from ..values.exceptions import ExceptionValue, exception_value
 from .instructions import Instruction, decode, exception_handler
 from .registry import dispatch_table
 
-__all__ = ["BreakHere", "FrameReturn", "FrameSuspend", "SymbolicFrame", "internal_error"]
+__all__ = [
+    "BreakHere",
+    "FrameReturn",
+    "FrameSuspend",
+    "LazyLocals",
+    "SymbolicFrame",
+    "internal_error",
+]
 
 #: Instructions one trace may execute before it is refused (runaway loops).
 INSTRUCTION_BUDGET = 2_000_000
@@ -55,6 +62,74 @@ _LIBRARY_DIRS = tuple(
 def _is_library(filename: str) -> bool:
     """Whether ``filename`` belongs to an installed library or the standard library."""
     return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen")
+
+
+#: Types of inputs the trace wraps (and so guards) only when the code first reads them.
+LAZY_TYPES = (int, float, bool, str, type(None))
+
+
+class LazyLocals(dict):  # type: ignore[type-arg]
+    """The root frame's fast locals, where an input of a :data:`LAZY_TYPES` type stays the
+    raw object until the trace reads it, and is wrapped (and guarded on its value) then.
+
+    A local the trace never reads adds no guard: a flag tested before a graph break, or a
+    loop counter, does not make the next resume function specialize on it.
+    :meth:`passed_value` hands such a local on unread, as its source.
+    """
+
+    def __init__(self, wrap: Any) -> None:
+        super().__init__()
+        self._wrap = wrap
+        self._pending: dict[str, tuple[Any, Source]] = {}
+
+    def add_input(self, name: str, obj: Any, source: Source) -> None:
+        if type(obj) in LAZY_TYPES:
+            self._pending[name] = (obj, source)
+            super().__setitem__(name, _UNREAD)
+        else:
+            super().__setitem__(name, self._wrap(obj, source))
+
+    def _read(self, name: str) -> None:
+        pending = self._pending.pop(name, None)
+        if pending is not None:
+            super().__setitem__(name, self._wrap(*pending))
+
+    def __getitem__(self, name: str) -> Value:
+        self._read(name)
+        return super().__getitem__(name)  # type: ignore[no-any-return]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._read(name)
+        return super().get(name, default)
+
+    def pop(self, name: str, *default: Any) -> Any:
+        self._read(name)
+        return super().pop(name, *default)
+
+    def __setitem__(self, name: str, value: Value) -> None:
+        self._pending.pop(name, None)
+        super().__setitem__(name, value)
+
+    def values(self) -> Any:
+        for name in list(self._pending):
+            self._read(name)
+        return super().values()
+
+    def items(self) -> Any:
+        self.values()
+        return super().items()
+
+    def passed_value(self, name: str) -> Value | None:
+        """The local as a value to hand on at a graph break, without reading it: an unread
+        input is passed as itself (its source), unguarded."""
+        pending = self._pending.get(name)
+        if pending is not None:
+            obj, source = pending
+            return ConstantValue(obj, source)
+        return super().get(name)  # type: ignore[no-any-return]
+
+
+_UNREAD = object()  # (the slot of an input not read yet; never seen outside LazyLocals)
 
 
 class FrameSuspend(Exception):

@@ -1,16 +1,52 @@
 """Iterators. Each is finite and fully known at trace time (a list of values plus a cursor),
-or lazily maps/filters another iterator through a callable the interpreter inlines.
+or lazily maps/filters another iterator through a callable the interpreter inlines, or is a
+real iterator object passed in (:class:`LiveIteratorValue`), whose items are not known.
 
 Invariant: advancing an iterator never touches the real objects it came from; an iterator
-built from an input container iterates over the container's guarded snapshot.
+built from an input container iterates over the container's guarded snapshot. A live
+iterator is never advanced by the trace: asking for its next item is a graph break, where the
+entry calls ``next()`` on the real object.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..errors import Unsupported
 from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
 from .containers import TupleValue
 
-__all__ = ["MapIteratorValue"]
+__all__ = ["LiveIteratorValue", "MapIteratorValue"]
+
+
+class LiveIteratorValue(IteratorValue):
+    """A real iterator object from the inputs (an iterator a loop was running over when the
+    graph broke, passed to the resume function as itself; a generator or ``iter()`` result
+    the caller passed). Guarded by type only: its position and items are unknown, so the
+    trace stops where the next item is needed (``FOR_ITER``: a ``next`` graph break) and
+    every other use of it is refused (a graph break), while passing it on keeps its identity.
+    """
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type, source: Any) -> None:
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"a real {self.cls.__name__} object"
+
+    def next_value(self, tx: Context) -> Value | None:
+        raise Unsupported(
+            f"the next item of {self.describe()}, taken eagerly (its items are not known to the"
+            " trace: a loop whose body breaks the graph, or an iterator from the caller)"
+        )
+
+    def rebuild(self) -> IteratorRecipe | None:
+        return None  # (it is passed on as itself, through its source)
 
 
 class MapIteratorValue(IteratorValue):
