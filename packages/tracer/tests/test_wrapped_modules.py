@@ -107,3 +107,16 @@ def test_call_with_forward_puts_back_after_an_exception():
 
 def test_plain_modules_are_not_ddp():
     assert not is_ddp(Inner())
+
+
+def test_backward_hooks_of_a_module_called_at_a_break_run(backend):
+    # a module with backward hooks is not inlined: its call is a break, and the hooks run
+    torch.manual_seed(0)
+    model = Outer()
+    seen = []
+    model.inner.register_full_backward_hook(lambda mod, gin, gout: seen.append(gout[0].shape))
+    x = torch.randn(2, 4, requires_grad=True)
+    model(x).sum().backward()
+    assert len(seen) == 1
+    sapwood_tracer.compile(model, backend=backend)(x).sum().backward()
+    assert len(seen) == 2

@@ -312,14 +312,7 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
             compiled = wrappers[target] = _compiled_function(target, backend, None, False, dynamic)
         if not module:
             return compiled(*args, **kwargs)
-        if (
-            fn._forward_hooks
-            or fn._forward_pre_hooks
-            or fn._backward_hooks
-            or fn._backward_pre_hooks
-            or torch.nn.modules.module._global_forward_hooks
-            or torch.nn.modules.module._global_forward_pre_hooks
-        ):
+        if _has_hooks(fn):
             # hooks the trace did not inline (e.g. FSDP2's): nn.Module.__call__ runs them
             # eagerly, as it would, around the compiled forward
             return call_with_forward(fn, functools.partial(compiled, fn), args, kwargs)
@@ -328,6 +321,24 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
     runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)
     _runtimes[key] = (backend, runtime)
     return runtime
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    """Whether ``nn.Module.__call__`` would run any hook around ``module.forward``."""
+    if (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    ):
+        return True
+    table = torch.nn.modules.module
+    return bool(
+        table._global_forward_hooks
+        or table._global_forward_pre_hooks
+        or table._global_backward_hooks
+        or table._global_backward_pre_hooks
+    )
 
 
 def run_eagerly(
