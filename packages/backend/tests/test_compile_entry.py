@@ -25,7 +25,8 @@ def _fresh_caches() -> None:
 
 
 def test_the_signature_is_torch_compiles() -> None:
-    """Every parameter is torch.compile's, in its order, kind and default.
+    """Every parameter is torch.compile's, in its order, kind and default, then sapwood's own
+    keyword-only ones (any torch.compile call is a sapwood.compile call).
 
     torch's ``backend=None`` means Inductor; ours spells that out. Newer torch releases add
     parameters (``name``, ``recompile_limit``, ...) that sapwood does not take yet.
@@ -33,7 +34,11 @@ def test_the_signature_is_torch_compiles() -> None:
     ours = inspect.signature(sapwood_backend.compile).parameters
     theirs = inspect.signature(torch.compile).parameters
     core = ["model", "fullgraph", "dynamic", "backend", "mode", "options", "disable"]
-    assert list(ours) == core
+    sapwood_only = ["ddp_split"]
+    assert list(ours) == core + sapwood_only
+    for name in sapwood_only:
+        assert ours[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert name not in theirs, name
     assert [name for name in theirs if name in ours] == core
     for name in core:
         assert ours[name].kind == theirs[name].kind, name

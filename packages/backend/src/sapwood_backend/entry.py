@@ -76,6 +76,7 @@ def compile(
     mode: str | None = None,
     options: dict[str, Any] | None = None,
     disable: bool = False,
+    ddp_split: bool = True,
 ) -> Callable[[_F], _F]: ...
 @overload
 def compile(
@@ -87,6 +88,7 @@ def compile(
     mode: str | None = None,
     options: dict[str, Any] | None = None,
     disable: bool = False,
+    ddp_split: bool = True,
 ) -> _F: ...
 def compile(
     model: Any = None,
@@ -97,6 +99,7 @@ def compile(
     mode: str | None = None,
     options: dict[str, Any] | None = None,
     disable: bool = False,
+    ddp_split: bool = True,
 ) -> Any:
     """Compile a function or ``nn.Module`` with sapwood; the signature is torch.compile's.
 
@@ -106,6 +109,9 @@ def compile(
     ``dynamic`` is the tracer's shape policy: ``None`` compiles static shapes first and makes
     the sizes that vary symbolic on the recompile, ``True`` symbolic from the start, ``False``
     never (``sapwood.mark_dynamic``/``mark_static`` override it per tensor dim).
+    ``ddp_split`` (sapwood's own): a ``DistributedDataParallel`` module compiles the model it
+    wraps, each graph cut at DDP's gradient buckets so all-reduces overlap the backward;
+    ``False`` keeps one graph (see the "Distributed training" docs page).
     Errors in these arguments are raised here, before anything is traced.
     """
     resolved = resolve_backend(backend, mode, options)
@@ -116,7 +122,7 @@ def compile(
         import sapwood_tracer
 
         compiled = sapwood_tracer.compile(
-            target, backend=resolved, fullgraph=fullgraph, dynamic=dynamic
+            target, backend=resolved, fullgraph=fullgraph, dynamic=dynamic, ddp_split=ddp_split
         )
         if mode in _USES_TREES or backend == "cudagraphs":
             return _signal_generations(compiled)

@@ -8,8 +8,11 @@ The graph-building API knows nothing of bytecode; any frontend can use it:
 * :class:`SubgraphTracer` — records nodes (``meta["example_value"]`` from fake propagation);
   nested tracers lift free variables and symbols automatically.
 * Sources, guards, :class:`CompiledGraph` and the errors a frontend handles.
+* :func:`split_at_buckets` — a backend wrapper that cuts graphs at data-parallel gradient
+  buckets (:class:`BucketPlan`), so gradient all-reduces can overlap the backward.
 """
 
+from sapwood_graph.buckets import BucketPlan, GradientBucket, split_at_buckets
 from sapwood_graph.compiled import Backend, CompiledGraph, OutputSpec
 from sapwood_graph.errors import (
     BackendCompilerFailed,
@@ -41,12 +44,14 @@ __all__ = [
     "AttrSource",
     "Backend",
     "BackendCompilerFailed",
+    "BucketPlan",
     "ClosureCellSource",
     "CompiledGraph",
     "DefaultArgSource",
     "FakePropagationError",
     "FunctionSource",
     "GlobalSource",
+    "GradientBucket",
     "GraphError",
     "GraphInput",
     "GraphInputError",
@@ -65,4 +70,5 @@ __all__ = [
     "TensorSpec",
     "TypeSource",
     "__version__",
+    "split_at_buckets",
 ]

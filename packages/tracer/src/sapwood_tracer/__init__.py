@@ -17,10 +17,12 @@ Public API:
   eagerly.
 * :class:`EagerFallbackWarning` — sapwood's own code failed on a function (a bug), which
   runs eagerly instead.
-* :class:`CompiledModule` — what :func:`compile` returns for a module.
+* :class:`CompiledModule` — what :func:`compile` returns for a module;
+  :class:`CompiledDDP` — for a ``DistributedDataParallel`` module (DDP eager, model compiled).
 """
 
 from .api.cache import RecompileLimitWarning, reset
+from .api.distributed import CompiledDDP
 from .api.entry import CompiledModule, compile
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .errors import EagerFallbackWarning, TracerError, Unsupported, UnsupportedPythonWarning
@@ -37,6 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BreakReport",
+    "CompiledDDP",
     "CompiledModule",
     "EagerFallbackWarning",
     "ExplainOutput",

@@ -7,6 +7,8 @@
 * :mod:`.capture` — one capture: run the interpreter on the call, compile the graph, build
   the cache entry (retracing once to stop at a graph break).
 * :mod:`.dynamic` — after a miss, which sizes the next trace makes symbolic.
+* :mod:`.distributed` — ``CompiledDDP`` (DDP eager, the wrapped model compiled and cut at its
+  gradient buckets) and calling a hooked module (FSDP2) around its compiled forward.
 * :mod:`.events` and :mod:`.explain` — the ``SAPWOOD_LOGS`` topics, and ``explain()``.
 
 May import every layer below (graph breaks, the interpreter, the Python and value models,

@@ -35,6 +35,7 @@ from ..marks import is_disabled
 from . import cache as _cache
 from . import events as _events
 from .capture import capture
+from .distributed import CompiledDDP, bucketed_backend, call_with_forward, is_ddp
 from .dynamic import plan_after_miss
 
 __all__ = ["CompiledModule", "compile"]
@@ -303,27 +304,41 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
             not isinstance(target, types.FunctionType)
             or is_disabled(target)
             or _runs_uncompiled(target.__code__.co_filename)
-            or (
-                module
-                and (
-                    fn._forward_hooks
-                    or fn._forward_pre_hooks
-                    or torch.nn.modules.module._global_forward_hooks
-                    or torch.nn.modules.module._global_forward_pre_hooks
-                )
-            )
+            or (module and "forward" in fn.__dict__)  # a forward of the instance's own
         ):
             return fn(*args, **kwargs)  # eagerly, as called
         compiled = wrappers.get(target)
         if compiled is None:
             compiled = wrappers[target] = _compiled_function(target, backend, None, False, dynamic)
-        if module:  # the module's forward, compiled, with the module as ``self``
-            return compiled(fn, *args, **kwargs)
-        return compiled(*args, **kwargs)
+        if not module:
+            return compiled(*args, **kwargs)
+        if _has_hooks(fn):
+            # hooks the trace did not inline (e.g. FSDP2's): nn.Module.__call__ runs them
+            # eagerly, as it would, around the compiled forward
+            return call_with_forward(fn, functools.partial(compiled, fn), args, kwargs)
+        return compiled(fn, *args, **kwargs)  # the module's forward, with the module as self
 
     runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)
     _runtimes[key] = (backend, runtime)
     return runtime
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    """Whether ``nn.Module.__call__`` would run any hook around ``module.forward``."""
+    if (
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    ):
+        return True
+    table = torch.nn.modules.module
+    return bool(
+        table._global_forward_hooks
+        or table._global_forward_pre_hooks
+        or table._global_backward_hooks
+        or table._global_backward_pre_hooks
+    )
 
 
 def run_eagerly(
@@ -457,6 +472,7 @@ def compile(
     backend: Any,
     fullgraph: bool = False,
     dynamic: bool | None = None,
+    ddp_split: bool = True,
 ) -> Any:
     """Compile a function or ``nn.Module`` into graphs handed to ``backend``.
 
@@ -468,6 +484,11 @@ def compile(
     sizes that vary between calls symbolic on a recompile; ``True`` makes every input size
     symbolic from the start; ``False`` never (:func:`mark_dynamic`/:func:`mark_static` on a
     tensor override all three).
+
+    A ``DistributedDataParallel`` module compiles to a :class:`CompiledDDP`: DDP's own
+    ``forward`` runs eagerly and the model it wraps is compiled, each graph cut at DDP's
+    gradient-bucket boundaries so the all-reduce of a bucket overlaps the rest of the
+    backward (``ddp_split=False``: one graph, every gradient at the end of the backward).
     """
     if dynamic not in (None, True, False):
         raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
@@ -475,6 +496,15 @@ def compile(
     if not callable(backend):
         raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
     if isinstance(fn_or_module, torch.nn.Module):
+        if is_ddp(fn_or_module) and not getattr(
+            type(fn_or_module.module), "__sapwood_compiled_module__", False
+        ):
+            ddp_backend = bucketed_backend(fn_or_module, backend) if ddp_split else backend
+
+            def compile_forward(function: Any, receiver: Any) -> Callable[..., Any]:
+                return _compiled_function(function, ddp_backend, receiver, fullgraph, dynamic)
+
+            return CompiledDDP(fn_or_module, compile_forward)
         return CompiledModule(fn_or_module, backend, fullgraph, dynamic)
     fn = fn_or_module
     if isinstance(fn, types.MethodType):

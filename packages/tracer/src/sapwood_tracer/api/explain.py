@@ -18,8 +18,12 @@ from typing import Any
 
 import torch
 
+from sapwood_graph.buckets import META_KEY as BUCKETS_META_KEY
+from sapwood_graph.buckets import BucketPlan
+
 from . import events as _events
 from .cache import reset
+from .distributed import is_ddp
 from .entry import compile as _compile
 
 __all__ = ["BreakReport", "ExplainOutput", "GraphReport", "explain"]
@@ -39,6 +43,8 @@ class GraphReport:
     function: str
     op_count: int
     graph_module: torch.fx.GraphModule
+    #: How the graph was cut at DDP's gradient buckets (``compile(DDP(model))``), else None.
+    buckets: BucketPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,9 @@ class ExplainOutput:
             f"Graphs: {self.graph_count}   Graph breaks: {self.break_count}   "
             f"Ops per graph: {self.op_counts}"
         ]
+        for n, g in enumerate(self.graphs, 1):
+            if g.buckets is not None:
+                lines.append(f"Graph {n} ({g.function}): {g.buckets.describe()}")
         if self.breaks:
             lines.append("Graph breaks:")
             for n, b in enumerate(self.breaks, 1):
@@ -101,9 +110,13 @@ def _op_count(gm: torch.fx.GraphModule) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
 
-def explain(fn: Any, *, backend: Any = None) -> Callable[..., ExplainOutput]:
+def explain(
+    fn: Any, *, backend: Any = None, ddp_split: bool = True
+) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` runs ``fn`` compiled (``backend``: eager by default)
-    once on the arguments and returns an :class:`ExplainOutput` (also printable)."""
+    once on the arguments and returns an :class:`ExplainOutput` (also printable). For a
+    ``DistributedDataParallel`` module, each graph's cut at DDP's gradient buckets is in
+    :attr:`GraphReport.buckets` (``ddp_split=False``: not cut)."""
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         report = ExplainOutput()
@@ -113,9 +126,9 @@ def explain(fn: Any, *, backend: Any = None) -> Callable[..., ExplainOutput]:
             if kind == "capture":
                 entry = data["entry"]
                 if entry.has_graph:
-                    report.graphs.append(
-                        GraphReport(name, _op_count(entry.graph_module), entry.graph_module)
-                    )
+                    gm = entry.graph_module
+                    plan = gm.meta.get(BUCKETS_META_KEY)
+                    report.graphs.append(GraphReport(name, _op_count(gm), gm, plan))
                 if entry.exit is not None:
                     e = entry.exit
                     report.breaks.append(BreakReport(name, e.reason, e.location, e.kind))
@@ -126,7 +139,15 @@ def explain(fn: Any, *, backend: Any = None) -> Callable[..., ExplainOutput]:
                 report.eager_functions.append((name, data["reason"]))
 
         reset()
-        compiled = _compile(fn, backend=backend or _eager)
+        if is_ddp(fn):
+            report.eager_functions.append(
+                (
+                    f"{type(fn).__qualname__}.forward",
+                    "DDP's own forward (reducer, buffer broadcast) runs eagerly by design; "
+                    "the model it wraps is compiled",
+                )
+            )
+        compiled = _compile(fn, backend=backend or _eager, ddp_split=ddp_split)
         stop = _events.listen(on_event)
         try:
             compiled(*args, **kwargs)

@@ -7,12 +7,15 @@ object, ...) are wrapped through their sources like any attribute.
 
 Calling a module inlines its ``forward`` (``__call__`` machinery is not traced). A module with forward (pre-)hooks gets them inlined in ``_call_impl``'s order; backward hooks and global
 module hooks are refused with :class:`~sapwood_tracer.Unsupported`. Which hooks a module has
-is guarded, so registering or removing a hook later recompiles. Container protocols (``ModuleList[i]``, iteration,
+is guarded, so registering or removing a hook later recompiles. A module sharded by FSDP2
+(``fully_shard``) is a graph break: its hooks communicate, so they run eagerly around its
+compiled forward (see ``api/distributed.py``). Container protocols (``ModuleList[i]``, iteration,
 ``len``, ``in``) inline the container's own Python methods.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -42,6 +45,14 @@ def _global_hook_dicts() -> list[tuple[str, dict[Any, Any]]]:
         "_global_forward_hooks_always_called",
     ]
     return [(n, getattr(mod, n)) for n in names if isinstance(getattr(mod, n, None), dict)]
+
+
+def _sharded_by_fsdp2(cls: type) -> bool:
+    # fully_shard gives a module a class deriving from FSDPModule; where FSDP was never
+    # imported, no module can have one
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    base = getattr(fsdp, "FSDPModule", None)
+    return base is not None and issubclass(cls, base)
 
 
 class ModuleValue(Value):
@@ -128,6 +139,12 @@ class ModuleValue(Value):
             # a compiled module called from traced code: trace the module it wraps
             inner = self.getattr(tx, "_orig_mod")
             return tx.call(inner, args, kwargs)
+        if _sharded_by_fsdp2(cls):
+            raise Unsupported(
+                f"{self.describe()} sharded by FSDP2: its forward hooks all-gather and free "
+                "its parameters (they run eagerly; its forward compiles as a graph of its own)",
+                hint="Nothing to do: this is how FSDP2 blocks compile inside a compiled model.",
+            )
         if cls.__call__ is not _MODULE_CALL:
             call = class_attribute(tx, cls, "__call__", self)
             if call is None:
