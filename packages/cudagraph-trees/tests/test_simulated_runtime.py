@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -35,6 +36,36 @@ def test_first_call_warms_up_second_records_third_replays(sim):
         f([x])
         info = fn_info("pw")
         assert (info.warmups, info.recordings, info.replays) == expected
+
+
+def test_warm_up_lets_a_boxed_model_free_each_input_when_done_with_it(sim):
+    # Inductor's code clears its argument list and drops each input after its last use (a
+    # backward's saved activations): the warm-up must hold no copy of the list, or every
+    # input stays alive to the end and the first call's peak memory is that of all at once
+    freed_after_last_use = []
+
+    def boxed(args):
+        x, w = args
+        args.clear()
+        seen = weakref.ref(x)
+        y = x * 2
+        del x
+        freed_after_last_use.append(seen() is None)
+        return [y + w]
+
+    f = wrap(boxed, [torch.ones(4), torch.ones(4)], name="boxed")
+    w = torch.randn(4)
+    for _ in range(3):
+        x = torch.randn(4)
+        expected = x * 2 + w
+        inputs = [x, w]
+        del x
+        (out,) = f(inputs)
+        torch.testing.assert_close(out, expected)
+        del out  # dead before the next call: that one may replay over it
+    info = fn_info("boxed")
+    assert (info.warmups, info.recordings, info.replays) == (1, 1, 1)
+    assert freed_after_last_use[0] is True  # the warm-up (the recording copies its inputs)
 
 
 def test_replayed_outputs_equal_eager(sim):
