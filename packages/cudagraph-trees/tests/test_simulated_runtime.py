@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sapwood_cudagraph_trees as trees
-from sapwood_cudagraph_trees import _api
+from sapwood_cudagraph_trees import _api, _runtime
 from sapwood_cudagraph_trees._checkpoint import sync_allocator
 
 SIM_INDEX = 7  # the index the ``sim`` fixture (conftest.py) installs the simulated layer at
@@ -553,6 +553,37 @@ def test_a_training_loop_holding_its_loss_replays_after_each_step(sim):
     assert "fwd" in message and "a new training step began" in message
     assert losses[-1].untyped_storage()._cdata not in sim.invalidated  # this step's loss
     torch.testing.assert_close(losses[-1], losses[-1].clone())
+
+
+def test_a_step_boundary_leaves_the_replayed_nodes_outputs_registered(sim, monkeypatch):
+    """A new training step invalidates what is still held and nothing else: the nodes' own
+    storages that died (saved activations, dropped gradients) stay registered, so a replay
+    registers its outputs again only when one of them was invalidated (the forward, whose loss
+    the loop held), not the backward, whose gradients were dropped."""
+    fwd, bwd = _training_pair()
+    refreshes = []
+    original = _runtime.DeviceRuntime._refresh_entries
+    monkeypatch.setattr(
+        _runtime.DeviceRuntime,
+        "_refresh_entries",
+        lambda self, fn, node: (refreshes.append(fn.name), original(self, fn, node))[1],
+    )
+    losses = []
+    for step in range(8):
+        trees.new_generation()
+        x = torch.full((4,), float(step))
+        loss, hidden = fwd([x])
+        losses.append((loss, (x * 2).sin().sum()))
+        (grad,) = bwd([hidden, torch.ones(())])
+        torch.testing.assert_close(grad, (x * 2).sin().cos())
+        del hidden, grad
+        if step == 3:
+            refreshes.clear()
+    assert refreshes == ["fwd"] * 4
+    assert (fn_info("fwd").replays, fn_info("bwd").replays) == (6, 6)
+    torch.testing.assert_close(*losses[-1])
+    message = sim.invalidated[losses[-2][0].untyped_storage()._cdata]
+    assert "a new training step began" in message  # the loss a loop still held
 
 
 def test_gradients_kept_across_steps_stay_valid(sim):

@@ -107,8 +107,16 @@ class DeviceRuntime:
         explicit = self.step_keeps_forward
         self.pending_step = False
         self.step_keeps_forward = True
-        self.live.prune()
-        for entry in self.live:
+        live = self.live
+        for entry in live:
+            if not entry.alive():
+                # nothing to invalidate. A node's own storage stays registered (the replay
+                # rule ignores dead entries), so its next replay need not register its
+                # outputs again: a training step would otherwise redo that for every saved
+                # activation of the forward and every gradient, twice a step
+                if not entry.persistent:
+                    live.remove(entry)
+                continue
             if explicit and entry.mode != "forward":
                 self._invalidate(entry, "mark_step_begin() started a new step")
             elif not explicit and entry.mode != "backward":
