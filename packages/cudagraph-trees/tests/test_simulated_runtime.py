@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import pytest
 import torch
 
 import sapwood_cudagraph_trees as trees
-from sapwood_cudagraph_trees import _api
+from sapwood_cudagraph_trees import _api, _runtime
 from sapwood_cudagraph_trees._checkpoint import sync_allocator
 
 SIM_INDEX = 7  # the index the ``sim`` fixture (conftest.py) installs the simulated layer at
@@ -35,6 +36,36 @@ def test_first_call_warms_up_second_records_third_replays(sim):
         f([x])
         info = fn_info("pw")
         assert (info.warmups, info.recordings, info.replays) == expected
+
+
+def test_warm_up_lets_a_boxed_model_free_each_input_when_done_with_it(sim):
+    # Inductor's code clears its argument list and drops each input after its last use (a
+    # backward's saved activations): the warm-up must hold no copy of the list, or every
+    # input stays alive to the end and the first call's peak memory is that of all at once
+    freed_after_last_use = []
+
+    def boxed(args):
+        x, w = args
+        args.clear()
+        seen = weakref.ref(x)
+        y = x * 2
+        del x
+        freed_after_last_use.append(seen() is None)
+        return [y + w]
+
+    f = wrap(boxed, [torch.ones(4), torch.ones(4)], name="boxed")
+    w = torch.randn(4)
+    for _ in range(3):
+        x = torch.randn(4)
+        expected = x * 2 + w
+        inputs = [x, w]
+        del x
+        (out,) = f(inputs)
+        torch.testing.assert_close(out, expected)
+        del out  # dead before the next call: that one may replay over it
+    info = fn_info("boxed")
+    assert (info.warmups, info.recordings, info.replays) == (1, 1, 1)
+    assert freed_after_last_use[0] is True  # the warm-up (the recording copies its inputs)
 
 
 def test_replayed_outputs_equal_eager(sim):
@@ -522,6 +553,37 @@ def test_a_training_loop_holding_its_loss_replays_after_each_step(sim):
     assert "fwd" in message and "a new training step began" in message
     assert losses[-1].untyped_storage()._cdata not in sim.invalidated  # this step's loss
     torch.testing.assert_close(losses[-1], losses[-1].clone())
+
+
+def test_a_step_boundary_leaves_the_replayed_nodes_outputs_registered(sim, monkeypatch):
+    """A new training step invalidates what is still held and nothing else: the nodes' own
+    storages that died (saved activations, dropped gradients) stay registered, so a replay
+    registers its outputs again only when one of them was invalidated (the forward, whose loss
+    the loop held), not the backward, whose gradients were dropped."""
+    fwd, bwd = _training_pair()
+    refreshes = []
+    original = _runtime.DeviceRuntime._refresh_entries
+    monkeypatch.setattr(
+        _runtime.DeviceRuntime,
+        "_refresh_entries",
+        lambda self, fn, node: (refreshes.append(fn.name), original(self, fn, node))[1],
+    )
+    losses = []
+    for step in range(8):
+        trees.new_generation()
+        x = torch.full((4,), float(step))
+        loss, hidden = fwd([x])
+        losses.append((loss, (x * 2).sin().sum()))
+        (grad,) = bwd([hidden, torch.ones(())])
+        torch.testing.assert_close(grad, (x * 2).sin().cos())
+        del hidden, grad
+        if step == 3:
+            refreshes.clear()
+    assert refreshes == ["fwd"] * 4
+    assert (fn_info("fwd").replays, fn_info("bwd").replays) == (6, 6)
+    torch.testing.assert_close(*losses[-1])
+    message = sim.invalidated[losses[-2][0].untyped_storage()._cdata]
+    assert "a new training step began" in message  # the loss a loop still held
 
 
 def test_gradients_kept_across_steps_stay_valid(sim):

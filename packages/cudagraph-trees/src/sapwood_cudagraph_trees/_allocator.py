@@ -125,8 +125,10 @@ class CudaDeviceLayer:
             return [torch.empty((n,), dtype=torch.uint8, device=self.device) for n in sizes]
 
     def run_in_pool(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> Any:
+        # ``inputs`` itself, no copy: a boxed function (Inductor's) clears the list and frees
+        # each input once it is done with it, as a backward does with saved activations
         with self.pool_allocation():
-            return fn(list(inputs))
+            return fn(inputs)
 
     def capture(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> tuple[Any, Any]:
         pool: Any = self._ensure_pool()

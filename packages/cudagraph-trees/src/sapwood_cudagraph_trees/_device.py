@@ -47,7 +47,10 @@ class DeviceLayer(Protocol):
         ...
 
     def run_in_pool(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> Any:
-        """Run ``fn`` eagerly with its allocations in the pool (a warm-up)."""
+        """Run ``fn`` eagerly with its allocations in the pool (a warm-up).
+
+        ``fn`` gets the list ``inputs`` itself, not a copy, and holds the only other
+        reference to it: a boxed function may clear it and free each input once done."""
         ...
 
     def capture(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> tuple[Any, Any]:

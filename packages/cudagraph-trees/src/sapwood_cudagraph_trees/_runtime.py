@@ -107,8 +107,16 @@ class DeviceRuntime:
         explicit = self.step_keeps_forward
         self.pending_step = False
         self.step_keeps_forward = True
-        self.live.prune()
-        for entry in self.live:
+        live = self.live
+        for entry in live:
+            if not entry.alive():
+                # nothing to invalidate. A node's own storage stays registered (the replay
+                # rule ignores dead entries), so its next replay need not register its
+                # outputs again: a training step would otherwise redo that for every saved
+                # activation of the forward and every gradient, twice a step
+                if not entry.persistent:
+                    live.remove(entry)
+                continue
             if explicit and entry.mode != "forward":
                 self._invalidate(entry, "mark_step_begin() started a new step")
             elif not explicit and entry.mode != "backward":
@@ -237,8 +245,14 @@ class DeviceRuntime:
         node.entries_ok = False
 
     def warmup(self, fn: TreeFunction, inputs: list[Any]) -> list[Any]:
+        """Run ``fn`` eagerly in the pool. ``inputs`` is the caller's list, handed on as it is
+        and not read afterwards: a boxed model (Inductor's code) clears it, and then frees each
+        input as soon as it is done with it — a backward's saved activations, one by one —
+        as in an eager run. Holding them until the end made the first backward's peak that of
+        every activation at once."""
         sync_allocator(self.layer, self.pool, self.live)
-        outputs = list(self.layer.run_in_pool(fn.model, list(inputs)))
+        input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+        outputs = list(self.layer.run_in_pool(fn.model, inputs))
         self.layer.clear_workspaces()
         self.regimes.mark_eager_outputs(outputs, fn.mode)
         odd = uncapturable_output(outputs)
@@ -246,7 +260,6 @@ class DeviceRuntime:
             fn.eager_reason = odd
         fn.eager_devices = output_devices(outputs)
         ranges = self.layer.pool_ranges()
-        input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
         traces = fn.stack_traces
         seen: set[int] = set()
         for i, out in enumerate(outputs):

@@ -66,6 +66,10 @@ class SimulatedGraph:
         self.released = False
 
 
+def _storage_pointers(values: Sequence[Any]) -> set[int]:
+    return {x.untyped_storage().data_ptr() for x in values if isinstance(x, torch.Tensor)}
+
+
 def _view_of(t: torch.Tensor) -> _TensorView:
     s = t.untyped_storage()
     return _TensorView(
@@ -173,9 +177,9 @@ class SimulatedDeviceLayer:
             out.append(self.tensor_at(storage, torch.uint8, 0, (n,), (1,)))
         return out
 
-    def _move_outputs(self, outputs: Any, inputs: list[Any]) -> tuple[list[Any], list[int | None]]:
-        """Copy every output storage not read from an input into a fresh owned arena block."""
-        keep = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+    def _move_outputs(self, outputs: Any, keep: set[int]) -> tuple[list[Any], list[int | None]]:
+        """Copy every output storage not read from an input (``keep``: the inputs' storage
+        pointers) into a fresh owned arena block."""
         moved: dict[int, torch.UntypedStorage] = {}
         result: list[Any] = []
         blocks: list[int | None] = []
@@ -203,11 +207,13 @@ class SimulatedDeviceLayer:
         return result, blocks
 
     def run_in_pool(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> Any:
-        outputs, _ = self._move_outputs(fn(list(inputs)), inputs)
+        keep = _storage_pointers(inputs)
+        # ``inputs`` itself, as on a device: a boxed function may clear it to free its inputs
+        outputs, _ = self._move_outputs(fn(inputs), keep)
         return outputs
 
     def capture(self, fn: Callable[[list[Any]], Any], inputs: list[Any]) -> tuple[Any, Any]:
-        outputs, blocks = self._move_outputs(fn(list(inputs)), inputs)
+        outputs, blocks = self._move_outputs(fn(list(inputs)), _storage_pointers(inputs))
         scratch_bytes = sum(self._blocks[b] for b in set(blocks) if b is not None)
         scratch = self._alloc(max(_ALIGN, scratch_bytes))
         scratch_size = self._blocks[scratch]
