@@ -30,7 +30,7 @@ from sapwood_graph import (
 from ..breaks.exits import BreakExit, BreakRuntime, break_exit, emit_break_tail, location_of
 from ..breaks.outputs import OutputCollector, build_entry_function
 from ..breaks.resume import resume_info
-from ..errors import Unsupported, weakly_referenced
+from ..errors import Unsupported, forget_frames, weakly_referenced
 from ..guards.emitter import Emitter
 from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_names
 from ..interpreter.frame import BreakHere, SymbolicFrame, internal_error
@@ -94,6 +94,7 @@ def capture(
             if fullgraph or runtime is None or plan is not None or exc.break_index is None:
                 raise
             plan = (exc.break_index, exc.break_visit)
+            forget_frames(exc)
             reason = exc
 
 
@@ -111,6 +112,26 @@ def _capture_once(
     graph = GraphBridge(code.co_name, shape_plan)
     tx = TraceSession(graph, f_globals=f_globals, function=None)
     tx.breaks_allowed = runtime is not None
+    try:
+        return _trace_and_build(
+            tx, graph, code, f_globals, closure, args, backend, plan, reason, runtime
+        )
+    finally:
+        tx.release()
+
+
+def _trace_and_build(
+    tx: TraceSession,
+    graph: GraphBridge,
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    closure: tuple[types.CellType, ...],
+    args: tuple[Any, ...],
+    backend: Any,
+    plan: tuple[int, int] | None,
+    reason: Unsupported | None,
+    runtime: BreakRuntime | None,
+) -> CacheEntry:
     state = [(name, GlobalStateSource(name)) for name in global_state_names()]
     for _, source in state:
         tx.guard(GuardKind.CONSTANT_MATCH, source, source.resolve({}, {}))

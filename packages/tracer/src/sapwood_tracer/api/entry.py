@@ -27,7 +27,7 @@ import torch
 from sapwood_graph import BackendCompilerFailed
 
 from ..breaks.exits import BreakRuntime
-from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning
+from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning, forget_frames
 from ..guards.emitter import Miss
 from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
@@ -212,6 +212,7 @@ def _miss(
         # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
         # the code runs eagerly from now on, and explain()/the logs say why. (Outside the
         # handler: the user's code must not see sapwood's error in sys.exc_info().)
+        forget_frames(failure)
         return _fall_back(code, cache, failure, eager, L)
     cache.entries.append(entry)
     _events.captured(code, entry)
