@@ -39,6 +39,7 @@ from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
 from ..pymodel.construct import inspects_frames, makes_weak_references
 from ..values.base import Value
+from ..values.modules import ModuleValue
 from .cache import CacheEntry
 
 __all__ = ["capture"]
@@ -209,6 +210,11 @@ def _trace_and_build(
         if value.input_source is not None
     }
     em = Emitter(code, tx.held, tx.member_stores)
+    em.module_examples = {
+        source: value.module
+        for source, value in tx.by_source.items()
+        if isinstance(value, ModuleValue) and value.source is source
+    }
     has_graph = not getattr(compiled.fn, "_sapwood_empty", False)
     if exit is None:
         assert result is not None

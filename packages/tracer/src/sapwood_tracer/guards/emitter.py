@@ -104,6 +104,9 @@ class Emitter:
         self.params = {name: i for i, name in enumerate(_parameters(code))}
         self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
         self.held = held
+        #: the modules the trace read, by source: guarded by class (not held), so the fast
+        #: path may plan their reads; the generated code never refers to them
+        self.module_examples: dict[Source, Any] = {}
         self.namespace: dict[str, Any] = {
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,

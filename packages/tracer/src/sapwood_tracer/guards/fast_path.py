@@ -191,6 +191,16 @@ class _Plan:
                 if guard.expected is None or isinstance(guard.expected, bool):
                     identity.setdefault(source, guard.expected)
         self.modules = {s: m for s, m in identity.items() if isinstance(m, torch.nn.Module)}
+        for guard in guards:
+            # a module guarded by its class: read like one guarded by identity (the class
+            # check is what the reads through ``__dict__`` rely on)
+            module = em.module_examples.get(guard.source)  # type: ignore[arg-type]
+            if (
+                guard.kind is GuardKind.TYPE_MATCH
+                and module is not None
+                and type(module) is guard.expected
+            ):
+                self.modules.setdefault(guard.source, module)  # type: ignore[index]
         self.implied: set[int] = set()
         self.exact: set[int] = set()  # constant checks emitted with their type
         for index, guard in enumerate(guards):
