@@ -376,14 +376,16 @@ class CompiledModule(torch.nn.Module):
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
-        compiled = _compiled_function(forward, backend, module, fullgraph, dynamic)
+        # The forward is compiled unbound and called with ``self._orig_mod`` at each call, so
+        # a copy of the compiled module (``copy.deepcopy``) runs its own copy of the module.
+        compiled = _compiled_function(forward, backend, None, fullgraph, dynamic)
         object.__setattr__(self, "_sapwood_forward", compiled)
         object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._orig_mod
         if not (module._forward_hooks or module._forward_pre_hooks):
-            return self._sapwood_forward(*args, **kwargs)
+            return self._sapwood_forward(module, *args, **kwargs)
         return self._forward_with_hooks(module, args, kwargs)
 
     def _forward_with_hooks(
@@ -406,7 +408,7 @@ class CompiledModule(torch.nn.Module):
                 result = hook(module, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self._sapwood_forward(*args, **kwargs)
+        output = self._sapwood_forward(module, *args, **kwargs)
         for hook_id, hook in list(module._forward_hooks.items()):
             if hook_id in module._forward_hooks_with_kwargs:
                 result = hook(module, args, kwargs, output)
