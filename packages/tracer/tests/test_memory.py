@@ -102,3 +102,56 @@ def test_a_function_that_runs_eagerly_after_a_failed_trace_keeps_no_argument(bac
 
     compiled = sapwood_tracer.compile(weak, backend=backend)
     assert _dies_after_call(compiled, lambda: torch.randn(3), _same)
+
+
+def _entries(code) -> int:
+    from sapwood_tracer.api import cache
+
+    known = cache.lookup(code)
+    return 0 if known is None else len(known.entries)
+
+
+def test_a_deleted_module_dies_though_compiled_calls_used_it(backend):
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2))
+    compiled = sapwood_tracer.compile(model, backend=backend)
+    compiled(torch.randn(2, 3))
+    compiled(torch.randn(2, 3))
+    alive, weight = weakref.ref(model), weakref.ref(model[0].weight)
+    del compiled, model
+    assert alive() is None
+    assert weight() is None
+
+
+def test_a_deleted_python_module_dies_and_its_cache_entries_are_dropped(backend):
+    import types
+
+    scratch = types.ModuleType("scratch")
+    exec("import torch\nSCALE = 3\ndef act(x):\n    return torch.relu(x) * SCALE\n", vars(scratch))
+    holder = {"mod": scratch}
+
+    def fn(x):
+        mod = holder["mod"]
+        return mod.act(x) + mod.SCALE
+
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert _entries(fn.__code__) == 1
+    alive = weakref.ref(scratch)
+    del scratch, holder["mod"]
+    assert alive() is None
+    assert _entries(fn.__code__) == 0
+
+
+def test_a_function_checked_by_identity_is_held_weakly(backend):
+    namespace: dict = {}
+    exec("def helper(x):\n    return x * 2\ndef fn(x):\n    return helper(x) + 1\n", namespace)
+    fn = namespace["fn"]
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 2 + 1)
+    alive = weakref.ref(namespace["helper"])
+    exec("def helper(x):\n    return x * 5\n", namespace)  # the old helper's last reference
+    assert alive() is None
+    assert _entries(fn.__code__) == 0
+    torch.testing.assert_close(compiled(x), x * 5 + 1)

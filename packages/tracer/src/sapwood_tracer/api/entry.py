@@ -214,12 +214,13 @@ def _miss(
         # handler: the user's code must not see sapwood's error in sys.exc_info().)
         forget_frames(failure)
         return _fall_back(code, cache, failure, eager, L)
-    cache.entries.append(entry)
+    added = cache.add(entry)
     _events.captured(code, entry)
     result = entry.fn(L, closure, f_globals)
     if type(result) is Miss:
         # (a guard that can never hold, e.g. on an object rebuilt at each read: a sapwood bug)
-        cache.entries.pop()
+        if added and entry in cache.entries:
+            cache.entries.remove(entry)
         exc = Unsupported(
             f"a trace of {code.co_qualname} whose own guards fail on the traced call "
             f"({entry.describe_guard(result.index)})",

@@ -48,6 +48,7 @@ from .sources import (
     GlobalStateSource,
     HasAttrSource,
     ModuleHooksSource,
+    strong,
 )
 
 __all__ = ["HOOK_ATTRS", "emit_guards"]
@@ -185,7 +186,7 @@ class _Plan:
             if source is None:
                 continue
             if guard.kind is GuardKind.ID_MATCH and guard.expected in em.held:
-                identity[source] = em.held[guard.expected]  # type: ignore[index]
+                identity[source] = strong(em.held[guard.expected])  # type: ignore[index]
             elif guard.kind is GuardKind.CONSTANT_MATCH:
                 constants.setdefault(source, index)
                 if guard.expected is None or isinstance(guard.expected, bool):
