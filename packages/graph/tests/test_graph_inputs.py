@@ -132,3 +132,31 @@ def test_negative_dynamic_dims_count_from_the_end():
     og = OutputGraph()
     og.create_graph_input(X, torch.randn(2, 3), dynamic_dims=[-1])
     assert og.input_for(X).dynamic_dims == frozenset({1})
+
+
+def test_release_lets_the_example_inputs_die_and_refuses_new_nodes():
+    import gc
+    import weakref
+
+    from sapwood_graph import GraphError
+
+    og = OutputGraph()
+    t = torch.randn(2, 3)
+    x = og.create_graph_input(X, t)
+    y = og.root.call_function(torch.relu, (x,))
+    compiled = og.compile((y,), backend=lambda gm, example_inputs: gm.forward)
+    og.release()
+    alive = weakref.ref(t)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del t
+        assert alive() is None
+    finally:
+        if enabled:
+            gc.enable()
+    assert og.graph_inputs == []
+    with pytest.raises(GraphError):
+        og.create_graph_input(LocalSource("z"), torch.randn(1))
+    (out,) = compiled(torch.full((2,), -1.0))
+    assert out.tolist() == [0.0, 0.0]

@@ -169,7 +169,7 @@ def test_instance_attribute_deleted_later_falls_back_to_the_class_attribute(back
     assert backend.count == 2
 
 
-def test_child_of_a_module_list_slice_replaced_later_recompiles(backend, same):
+def test_child_of_a_module_list_slice_replaced_later_is_guarded_by_structure(backend, same):
     class Stack(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -183,7 +183,10 @@ def test_child_of_a_module_list_slice_replaced_later_recompiles(backend, same):
     m = Stack()
     compiled = _compile(m, backend)
     same(compiled(X), m(X))
-    m.layers[1] = torch.nn.Linear(4, 4)
+    m.layers[1] = torch.nn.Linear(4, 4)  # the same structure: the same trace, new weights
+    same(compiled(X), m(X))
+    assert backend.count == 1
+    m.layers[1] = torch.nn.Linear(4, 4, bias=False)  # another structure: a new trace
     same(compiled(X), m(X))
     assert backend.count == 2
 

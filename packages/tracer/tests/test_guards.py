@@ -112,15 +112,18 @@ def test_functions_called_are_guarded_by_identity(backend, same):
     assert backend.count == 2
 
 
-def test_module_identity_is_guarded(backend, same):
+def test_modules_are_guarded_by_structure_not_identity(backend, same):
     a, b = torch.nn.Linear(4, 2), torch.nn.Linear(4, 2)
+    wider = torch.nn.Linear(4, 3)
 
     def fn(m, x):
         return m(x)
 
     compiled, _ = _run(fn, backend, a, X)
-    same(compiled(b, X), b(X))
+    same(compiled(b, X), b(X))  # other weights, same structure: the same trace
     same(compiled(a, X), a(X))
+    assert backend.count == 1
+    same(compiled(wider, X), wider(X))  # another weight shape: a new trace
     assert backend.count == 2
 
 

@@ -333,6 +333,26 @@ class OutputGraph:
         while self._cleanup_hooks:
             self._cleanup_hooks.pop()()
 
+    def release(self) -> None:
+        """Drop every reference this graph holds to the real values it was traced with.
+
+        Call it when the frontend is done with the graph (after :meth:`compile` and after
+        reading :attr:`graph_inputs`): the example inputs, the real tensors behind the fake
+        ones and the installed attributes are let go, so a traced call's arguments die as soon
+        as their caller drops them (the graph objects form reference cycles that only the
+        cyclic garbage collector would free). What a compiled graph needs lives in its
+        ``GraphModule``. After ``release()`` the graph lists no inputs and accepts no nodes.
+        """
+        self._compiled = True
+        self._inputs.clear()
+        self._input_by_node.clear()
+        self._attrs.clear()
+        self._attr_name_by_id.clear()
+        self._subgraph_by_fingerprint.clear()
+        self._fake_by_id.clear()
+        self._fake_state.clear()
+        self._free_strides.clear()
+
     def __enter__(self) -> OutputGraph:
         return self
 

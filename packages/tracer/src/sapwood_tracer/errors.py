@@ -12,6 +12,7 @@ __all__ = [
     "TracerError",
     "Unsupported",
     "UnsupportedPythonWarning",
+    "forget_frames",
     "weakly_referenced",
 ]
 
@@ -105,6 +106,25 @@ def weakly_referenced(what: str) -> Unsupported:
     )
     exc.frame_bound = True
     return exc
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions chained to it.
+
+    For an exception sapwood keeps after handling it (the reason of a graph break, of an
+    eager fallback): its traceback holds the frames it went through, which hold the call's
+    arguments, and the frame that keeps the exception is one of them. That reference cycle
+    would keep the arguments alive until the cyclic garbage collector runs.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        todo += [current.__cause__, current.__context__]
 
 
 class UnsupportedPythonWarning(UserWarning):

@@ -5,6 +5,8 @@ Invariants:
 * Entries are kept per code object, so every function object sharing a code (closures made
   repeatedly, methods of several instances) shares them; the guards tell the variants apart.
 * Entries are tried in insertion order; the first whose guards hold runs.
+* An entry refers to the functions, classes and Python modules it checks by identity
+  weakly; when one dies, the entry leaves its cache (an ``id`` it compares could be reused).
 * Once a code has ``RECOMPILE_LIMIT`` entries, a call that matches none runs eagerly; the
   first such call warns once, naming the guard that failed most often.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import collections
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +26,7 @@ from sapwood_graph import Guard
 
 from ..breaks.exits import BreakExit
 from ..breaks.resume import resume_info
+from ..guards.sources import WeakHandle
 
 __all__ = [
     "RECOMPILE_LIMIT",
@@ -60,6 +64,10 @@ class CacheEntry:
     has_graph: bool = True
     #: the graph break this entry ends with, if any
     exit: BreakExit | None = None
+    #: the functions, classes and Python modules the entry refers to weakly: when one dies,
+    #: the entry is dropped from its cache (:meth:`CodeCache.add`)
+    weak_targets: list[WeakHandle] = field(default_factory=list)
+    _watchers: list[weakref.ref[Any]] = field(default_factory=list, repr=False)
 
     def describe_guard(self, index: int) -> str:
         if 0 <= index < len(self.guards):
@@ -89,6 +97,29 @@ class CodeCache:
     warned: bool = False
     #: set when the code cannot be traced at all (not even with graph breaks): why
     eager_reason: str | None = None
+
+    def add(self, entry: CacheEntry) -> bool:
+        """Append ``entry``, to be dropped again when an object it holds weakly dies (so
+        neither a user object nor its ``id`` outlives what the entry assumed). False, and
+        nothing added, where one of them already died."""
+        targets = [handle.get() for handle in entry.weak_targets]
+        if any(target is None for target in targets):
+            return False
+        entries = self.entries
+        entry_ref = weakref.ref(entry)
+
+        def died(_: Any) -> None:
+            dead = entry_ref()
+            if dead is not None:
+                for i, known in enumerate(entries):
+                    if known is dead:
+                        del entries[i]
+                        break
+                dead._watchers.clear()
+
+        entry._watchers = [weakref.ref(target, died) for target in targets]
+        entries.append(entry)
+        return True
 
     def note_failures(self, failed: list[tuple[str, str]]) -> None:
         """Count failing guards by what they were about (the same source with different

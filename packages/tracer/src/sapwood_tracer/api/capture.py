@@ -25,20 +25,29 @@ from sapwood_graph import (
     Guard,
     GuardKind,
     GuardSet,
+    Source,
 )
 
 from ..breaks.exits import BreakExit, BreakRuntime, break_exit, emit_break_tail, location_of
 from ..breaks.outputs import OutputCollector, build_entry_function
 from ..breaks.resume import resume_info
-from ..errors import Unsupported, weakly_referenced
+from ..errors import Unsupported, forget_frames, weakly_referenced
 from ..guards.emitter import Emitter
-from ..guards.sources import DistinctIdsSource, GlobalStateSource, global_state_names
+from ..guards.sources import (
+    DistinctIdsSource,
+    GlobalStateSource,
+    HeldObjectSource,
+    WeakHandle,
+    global_state_names,
+    held_weakly,
+)
 from ..interpreter.frame import BreakHere, LazyLocals, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
 from ..pymodel.construct import inspects_frames, makes_weak_references
 from ..values.base import Value
+from ..values.modules import ModuleValue
 from .cache import CacheEntry
 
 __all__ = ["capture"]
@@ -94,6 +103,7 @@ def capture(
             if fullgraph or runtime is None or plan is not None or exc.break_index is None:
                 raise
             plan = (exc.break_index, exc.break_visit)
+            forget_frames(exc)
             reason = exc
 
 
@@ -111,6 +121,26 @@ def _capture_once(
     graph = GraphBridge(code.co_name, shape_plan)
     tx = TraceSession(graph, f_globals=f_globals, function=None)
     tx.breaks_allowed = runtime is not None
+    try:
+        return _trace_and_build(
+            tx, graph, code, f_globals, closure, args, backend, plan, reason, runtime
+        )
+    finally:
+        tx.release()
+
+
+def _trace_and_build(
+    tx: TraceSession,
+    graph: GraphBridge,
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    closure: tuple[types.CellType, ...],
+    args: tuple[Any, ...],
+    backend: Any,
+    plan: tuple[int, int] | None,
+    reason: Unsupported | None,
+    runtime: BreakRuntime | None,
+) -> CacheEntry:
     state = [(name, GlobalStateSource(name)) for name in global_state_names()]
     for _, source in state:
         tx.guard(GuardKind.CONSTANT_MATCH, source, source.resolve({}, {}))
@@ -186,7 +216,13 @@ def _capture_once(
         for tensor, value in graph.inputs.values()
         if value.input_source is not None
     }
-    em = Emitter(code, tx.held, tx.member_stores)
+    held = {key: held_weakly(obj) for key, obj in tx.held.items()}
+    em = Emitter(code, held, tx.member_stores)
+    em.module_examples = {
+        source: value.module
+        for source, value in tx.by_source.items()
+        if isinstance(value, ModuleValue) and value.source is source
+    }
     has_graph = not getattr(compiled.fn, "_sapwood_empty", False)
     if exit is None:
         assert result is not None
@@ -216,7 +252,34 @@ def _capture_once(
             effects=tx.side_effects,
             root_globals=f_globals,
         )
-    return CacheEntry(fn, ordered, compiled.graph_module, tx.held, has_graph, exit)
+    entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
+    entry.weak_targets = _weak_targets(em, ordered, held)
+    return entry
+
+
+def _weak_targets(em: Emitter, guards: list[Guard], held: dict[int, Any]) -> list[WeakHandle]:
+    """Every weakly held object the entry relies on: those its code compares or calls, those
+    its identity guards name, and those its guard records reach (the locator's code)."""
+    found = {id(h): h for h in em.weak_targets}
+    found.update((id(h), h) for h in held.values() if isinstance(h, WeakHandle))
+    todo: list[Source] = []
+    for guard in guards:
+        if guard.source is not None:
+            todo.append(guard.source)
+        if isinstance(guard.expected, Source):
+            todo.append(guard.expected)
+        todo.extend(source for _, source in guard.symbols)
+    seen: set[Source] = set()
+    while todo:
+        source: Source | None = todo.pop()
+        while source is not None and source not in seen:
+            seen.add(source)
+            if isinstance(source, HeldObjectSource) and isinstance(source.held, WeakHandle):
+                found[id(source.held)] = source.held
+            if isinstance(source, DistinctIdsSource):
+                todo.extend(source.sources)
+            source = source.base
+    return list(found.values())
 
 
 def _skipping_empty(backend: Any) -> Any:

@@ -27,7 +27,7 @@ import torch
 from sapwood_graph import BackendCompilerFailed
 
 from ..breaks.exits import BreakRuntime
-from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning
+from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning, forget_frames
 from ..guards.emitter import Miss
 from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
@@ -213,13 +213,15 @@ def _miss(
         # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
         # the code runs eagerly from now on, and explain()/the logs say why. (Outside the
         # handler: the user's code must not see sapwood's error in sys.exc_info().)
+        forget_frames(failure)
         return _fall_back(code, cache, failure, eager, L)
-    cache.entries.append(entry)
+    added = cache.add(entry)
     _events.captured(code, entry)
     result = entry.fn(L, closure, f_globals)
     if type(result) is Miss:
         # (a guard that can never hold, e.g. on an object rebuilt at each read: a sapwood bug)
-        cache.entries.pop()
+        if added and entry in cache.entries:
+            cache.entries.remove(entry)
         exc = Unsupported(
             f"a trace of {code.co_qualname} whose own guards fail on the traced call "
             f"({entry.describe_guard(result.index)})",
@@ -390,14 +392,16 @@ class CompiledModule(torch.nn.Module):
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
-        compiled = _compiled_function(forward, backend, module, fullgraph, dynamic)
+        # The forward is compiled unbound and called with ``self._orig_mod`` at each call, so
+        # a copy of the compiled module (``copy.deepcopy``) runs its own copy of the module.
+        compiled = _compiled_function(forward, backend, None, fullgraph, dynamic)
         object.__setattr__(self, "_sapwood_forward", compiled)
         object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._orig_mod
         if not (module._forward_hooks or module._forward_pre_hooks):
-            return self._sapwood_forward(*args, **kwargs)
+            return self._sapwood_forward(module, *args, **kwargs)
         return self._forward_with_hooks(module, args, kwargs)
 
     def _forward_with_hooks(
@@ -420,7 +424,7 @@ class CompiledModule(torch.nn.Module):
                 result = hook(module, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self._sapwood_forward(*args, **kwargs)
+        output = self._sapwood_forward(module, *args, **kwargs)
         for hook_id, hook in list(module._forward_hooks.items()):
             if hook_id in module._forward_hooks_with_kwargs:
                 result = hook(module, args, kwargs, output)

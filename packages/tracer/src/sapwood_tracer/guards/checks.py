@@ -16,6 +16,7 @@ from sapwood_graph import Guard, GuardKind, Source, TensorSpec
 from ..errors import Unsupported
 from .emitter import Emitter, _has_float, _is_static_spec
 from .shapes import dynamic_tensor_check, shape_guard_check
+from .sources import WeakHandle
 
 __all__ = ["guard_check"]
 
@@ -35,6 +36,10 @@ def guard_check(em: Emitter, guard: Guard, indent: str) -> str:
         obj = em.held.get(expected)  # type: ignore[call-overload]
         if obj is None:
             raise Unsupported(f"an identity guard on {source} whose object is not held")
+        if isinstance(obj, WeakHandle):
+            # (sound: the entry is dropped when the object dies, before its id is reused)
+            em.weak_targets.append(obj)
+            return f"id({value}) == {em.const(obj.obj_id)}"
         return f"{value} is {em.const(obj)}"
     if kind is GuardKind.CONSTANT_MATCH:
         if expected is None or isinstance(expected, bool):

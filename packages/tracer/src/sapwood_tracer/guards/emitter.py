@@ -4,7 +4,10 @@ Both are compiled from source text made *only* of generated identifiers (``v3``,
 integer literals and fixed keywords. Every user-controlled string (an attribute name, a dict
 key, a global's name) and every object (a class, a held module, an expected constant) is
 bound to a ``k<n>`` name in the function's namespace instead of being written into the text,
-so no user input can ever become code.
+so no user input can ever become code. Functions, classes and Python modules checked by
+identity are bound weakly (an ``id`` compared, a weak reference called): the cache entry
+records them in ``Emitter.weak_targets`` and is dropped when one dies, so an ``id`` never
+outlives its object while an entry compares it.
 
 The generated functions take ``(L, C, G)``: the frame's arguments in binding order (a tuple),
 the function's closure cells and its globals dict.
@@ -51,6 +54,7 @@ from .sources import (
     KeysSource,
     LenSource,
     ModuleHooksSource,
+    WeakHandle,
     WeakRefTargetSource,
 )
 
@@ -104,6 +108,11 @@ class Emitter:
         self.params = {name: i for i, name in enumerate(_parameters(code))}
         self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
         self.held = held
+        #: the modules the trace read, by source: guarded by class (not held), so the fast
+        #: path may plan their reads; the generated code never refers to them
+        self.module_examples: dict[Source, Any] = {}
+        #: the weakly held objects the generated code relies on (the entry dies with them)
+        self.weak_targets: list[WeakHandle] = []
         self.namespace: dict[str, Any] = {
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
@@ -153,6 +162,10 @@ class Emitter:
         if isinstance(source, GlobalSource):
             return f"G[{self.const(source.global_name)}]"
         if isinstance(source, HeldObjectSource):
+            if isinstance(source.held, WeakHandle):
+                # weakly held: the cache entry is dropped when it dies (see api.cache)
+                self.weak_targets.append(source.held)
+                return f"{self.const(source.held.ref)}()"
             return self.const(source.held)
         if isinstance(source, GlobalStateSource):
             return f"{self.const(source.reader())}()"

@@ -48,6 +48,7 @@ from .sources import (
     GlobalStateSource,
     HasAttrSource,
     ModuleHooksSource,
+    strong,
 )
 
 __all__ = ["HOOK_ATTRS", "emit_guards"]
@@ -185,12 +186,22 @@ class _Plan:
             if source is None:
                 continue
             if guard.kind is GuardKind.ID_MATCH and guard.expected in em.held:
-                identity[source] = em.held[guard.expected]  # type: ignore[index]
+                identity[source] = strong(em.held[guard.expected])  # type: ignore[index]
             elif guard.kind is GuardKind.CONSTANT_MATCH:
                 constants.setdefault(source, index)
                 if guard.expected is None or isinstance(guard.expected, bool):
                     identity.setdefault(source, guard.expected)
         self.modules = {s: m for s, m in identity.items() if isinstance(m, torch.nn.Module)}
+        for guard in guards:
+            # a module guarded by its class: read like one guarded by identity (the class
+            # check is what the reads through ``__dict__`` rely on)
+            module = em.module_examples.get(guard.source)  # type: ignore[arg-type]
+            if (
+                guard.kind is GuardKind.TYPE_MATCH
+                and module is not None
+                and type(module) is guard.expected
+            ):
+                self.modules.setdefault(guard.source, module)  # type: ignore[index]
         self.implied: set[int] = set()
         self.exact: set[int] = set()  # constant checks emitted with their type
         for index, guard in enumerate(guards):

@@ -10,6 +10,8 @@ they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from
 from __future__ import annotations
 
 import dataclasses
+import types
+import weakref
 from typing import Any, TypeVar, dataclass_transform
 
 import torch
@@ -25,8 +27,49 @@ __all__ = [
     "KeysSource",
     "LenSource",
     "ModuleHooksSource",
+    "WeakHandle",
     "WeakRefTargetSource",
+    "held_weakly",
+    "strong",
 ]
+
+#: User objects that guards and cache entries refer to weakly: a cache entry must not keep a
+#: function or a Python module alive; it is dropped when one of them dies instead.
+_WEAKLY_HELD = (types.FunctionType, types.ModuleType, type)
+
+
+class WeakHandle:
+    """A weak reference to an object a cache entry depends on (see :func:`held_weakly`)."""
+
+    __slots__ = ("obj_id", "ref")
+
+    def __init__(self, obj: Any) -> None:
+        self.obj_id = id(obj)
+        self.ref = weakref.ref(obj)
+
+    def get(self) -> Any:
+        """The object, or ``None`` once it died."""
+        return self.ref()
+
+    def __repr__(self) -> str:
+        return f"<WeakHandle {self.ref()!r}>"
+
+
+def held_weakly(obj: Any) -> Any:
+    """``obj`` as a cache entry keeps it: a :class:`WeakHandle` for functions, classes and
+    Python modules (the entry is dropped when they die), the object itself otherwise
+    (objects that cannot be weakly referenced, or that only the entry keeps alive)."""
+    if isinstance(obj, _WEAKLY_HELD):
+        try:
+            return WeakHandle(obj)
+        except TypeError:  # a class or module that refuses weak references
+            return obj
+    return obj
+
+
+def strong(held: Any) -> Any:
+    """The object behind what :func:`held_weakly` returned (``None`` if it died)."""
+    return held.get() if isinstance(held, WeakHandle) else held
 
 
 _S = TypeVar("_S")
@@ -53,13 +96,24 @@ class HeldObjectSource(_Printable):
 
     obj_id: int
     label: str
+    #: the object, or a :class:`WeakHandle` to it for functions and Python modules (see
+    #: :func:`held_weakly`; classes stay strong here: type guards hold them anyway)
     held: Any = dataclasses.field(compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.held, (types.FunctionType, types.ModuleType)):
+            object.__setattr__(self, "held", held_weakly(self.held))
+
+    @property
+    def target(self) -> Any:
+        """The held object (``None`` once a weakly held one died)."""
+        return strong(self.held)
 
     def _render(self) -> str:
         return f"<{self.label}>"
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
-        return self.held
+        return self.target
 
 
 @_frozen

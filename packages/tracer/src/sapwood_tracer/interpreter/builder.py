@@ -11,10 +11,19 @@ tensor                       TENSOR_MATCH (type, dtype, device, shape, strides,
 int/float/bool/str/None/...  TYPE_MATCH and CONSTANT_MATCH
 tuple/list                   TYPE_MATCH and len; each item through ItemSource
 dict                         TYPE_MATCH and the keys in order; values by key
-nn.Module, function, class,  ID_MATCH (the cache entry keeps the object alive)
-module, builtin
+nn.Module                    TYPE_MATCH: guarded by structure, not identity (below)
+function, class, module,     ID_MATCH (the cache entry keeps the object alive)
+builtin
 other objects                TYPE_MATCH; attributes read later are guarded then
 ===========================  =====================================================
+
+An ``nn.Module`` is guarded like any other object: its class, then whatever the trace read
+of it, each read guarded through its source (the ``training`` flag and other attributes by
+value, the hook dicts, submodules by class in turn, parameters and buffers as graph inputs
+with their tensor guards: shape, dtype, requires_grad, ...). So one trace serves every
+instance of a class with the same structure: blocks of one model, a deep copy. Identity
+between two modules is guarded where the trace relied on it (an ALIAS_MATCH where two
+sources reached one module, a distinctness guard where ``is`` found two different ones).
 
 :func:`wrap_trusted` makes values for objects with no source (constants in code, attributes
 of library namespaces such as ``torch`` or ``math``); it records no guard.
@@ -128,7 +137,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if isinstance(obj, torch.Tensor):
         return tx.tensor_input(obj, source)
     if isinstance(obj, torch.nn.Module):
-        _id_match(tx, source, obj)
+        _type_match(tx, source, obj)
         return ModuleValue(obj, source)
     if cls in (tuple, list) or _is_namedtuple(obj) or cls is torch.Size:
         if cls is torch.Size or (cls is tuple and is_constant_type(obj)):

@@ -177,3 +177,8 @@ class GraphBridge:
     @property
     def guards(self) -> Any:
         return self.og.guards
+
+    def release(self) -> None:
+        """Let go of the real tensors this trace saw (see ``OutputGraph.release``)."""
+        self.inputs.clear()
+        self.og.release()

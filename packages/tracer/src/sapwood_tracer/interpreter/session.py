@@ -87,6 +87,16 @@ class TraceSession:
     def tensor_input(self, tensor: Any, source: Source) -> Value:
         return self.graph.tensor_input(self, tensor, source)
 
+    def release(self) -> None:
+        """The trace is over: drop the tables that reach the call's real arguments (values
+        and the graph form reference cycles, which would keep them alive until the cyclic
+        garbage collector runs). What the cache entry keeps (``held``, side effects to
+        replay) stays."""
+        self.by_source.clear()
+        self.by_object.clear()
+        self.frames.clear()
+        self.graph.release()
+
     # -- values from the outside ----------------------------------------------------------
     def wrap(self, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:
         return builder.wrap(self, obj, source, guard_identity_of)

@@ -19,7 +19,10 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from sapwood_graph import GuardKind
+
 from ..errors import Unsupported
+from ..guards.sources import DistinctIdsSource
 from .base import ConstantValue, Context, Value
 from .containers import TupleValue
 from .tensors import TensorValue, same_tensor
@@ -56,7 +59,13 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
             return a.as_constant() is b.as_constant()
         except Unsupported:
             pass
-    return bool(ka == kb)
+    if ka == kb:
+        return True
+    if ka[0] == kb[0] == "__object__" and a.source is not None and b.source is not None:
+        # Two objects from the inputs guarded by what they hold, not who they are (modules,
+        # plain objects): the answer holds for calls where they are still two objects.
+        tx.guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource((a.source, b.source)), 2)
+    return False
 
 
 def _tuple_value(v: Value) -> bool:

@@ -1,6 +1,7 @@
 """``torch.nn.Module`` instances.
 
-A module that came from the inputs is guarded by identity; its parameters and buffers
+A module that came from the inputs is guarded by its class, not its identity (one trace serves
+every instance with the same structure); its parameters and buffers
 become graph inputs (sources ``L['self'].fc.weight``, guarded like any tensor input), its
 submodules are module values, and its other attributes (``training``, ``eps``, a config
 object, ...) are wrapped through their sources like any attribute.
@@ -20,10 +21,16 @@ from typing import Any
 
 import torch
 
-from sapwood_graph import AttrSource, Source
+from sapwood_graph import AttrSource, GuardKind, Source
 
 from ..errors import Unsupported
-from ..guards.sources import ContainsSource, HasAttrSource, HeldObjectSource, ModuleHooksSource
+from ..guards.sources import (
+    ContainsSource,
+    HasAttrSource,
+    HeldObjectSource,
+    KeysSource,
+    ModuleHooksSource,
+)
 from .attributes import class_attribute, held, is_data_descriptor, lookup_mro
 from .base import ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, SliceValue, TupleValue
@@ -56,7 +63,7 @@ def _sharded_by_fsdp2(cls: type) -> bool:
 
 
 class ModuleValue(Value):
-    """An ``nn.Module`` that existed before the call (guarded by identity)."""
+    """An ``nn.Module`` that existed before the call (guarded by class and by what is read)."""
 
     __slots__ = ("module",)
 
@@ -232,7 +239,13 @@ class ModuleValue(Value):
         if isinstance(self.module, torch.nn.ModuleList) and isinstance(key, SliceValue):
             # ModuleList[a:b] builds a new ModuleList of the same children; a list of the
             # children behaves the same for iteration, len and indexing.
-            children = list(self.module._modules.items())[key.as_slice()]
+            table = self.module._modules
+            tx.guard(
+                GuardKind.CONSTANT_MATCH,
+                KeysSource(AttrSource(self._src(), "_modules")),
+                tuple(table),
+            )
+            children = list(table.items())[key.as_slice()]
             return ListValue([self._child(tx, name, m) for name, m in children])
         return self._dunder(tx, "__getitem__", [key])
 
