@@ -23,6 +23,7 @@ from sapwood_graph import Guard
 
 from ..breaks.exits import BreakExit
 from ..breaks.resume import resume_info
+from ..interpreter.budget import forget_overruns
 
 __all__ = [
     "RECOMPILE_LIMIT",
@@ -129,5 +130,7 @@ def lookup(code: types.CodeType) -> CodeCache | None:
 
 
 def reset() -> None:
-    """Drop every cache entry of every compiled function."""
+    """Drop every cache entry of every compiled function (and forget which codes overran
+    the trace budget)."""
     _caches.clear()
+    forget_overruns()
