@@ -14,6 +14,9 @@ from __future__ import annotations
 import collections
 import types
 import warnings
+
+# (the real ``len``, whatever a program puts in ``builtins``: see entry.py)
+from builtins import len
 from dataclasses import dataclass, field
 from typing import Any
 

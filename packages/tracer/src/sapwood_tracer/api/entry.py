@@ -19,6 +19,10 @@ import sysconfig
 import types
 import warnings
 import weakref
+
+# The call path binds the real ``len`` here: a program may replace ``builtins.len`` (with
+# an ``lru_cache`` of it, say, which cannot take a list) and sapwood must not call that.
+from builtins import len
 from collections.abc import Callable
 from typing import Any
 

@@ -21,6 +21,7 @@ data-stack chunk a fresh memory mapping on every call.
 
 from __future__ import annotations
 
+import builtins
 import re
 import types
 from typing import Any
@@ -105,6 +106,7 @@ class Emitter:
         self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
         self.held = held
         self.namespace: dict[str, Any] = {
+            "__builtins__": _BUILTINS,
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
             "_same_constant": _same_constant,
@@ -221,6 +223,10 @@ class Emitter:
         fn.__sapwood_source__ = text  # for debugging and tests
         return fn
 
+
+#: The builtins generated code sees: Python's own, as they were when sapwood was imported (a
+#: program that replaces ``builtins.len`` must not change what a guard computes).
+_BUILTINS = dict(vars(builtins))
 
 _LOCAL = re.compile(r"\bv\d+\b")
 _DEFINITION = re.compile(r"^\s*(v\d+) = ")
