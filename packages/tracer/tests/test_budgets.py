@@ -210,3 +210,60 @@ def test_recursion_that_fails_eagerly_fails_the_same_way_compiled():
 def test_fullgraph_raises_the_budget_reason():
     with pytest.raises(sapwood_tracer.Unsupported, match="instructions"):
         _compiled(_long_loop, fullgraph=True)(torch.ones(1), 200_000)
+
+
+def _many_breaks(lines: int) -> Any:
+    body = "".join(f"    x = x + {i}\n    graph_break()\n" for i in range(lines))
+    namespace = {"graph_break": sapwood_tracer.graph_break}
+    exec(f"def many_breaks(x):\n{body}    return x\n", namespace)
+    return namespace["many_breaks"]
+
+
+def test_a_long_function_with_many_graph_breaks_runs_its_rest_eagerly_past_the_break_cost(
+    monkeypatch,
+):
+    # each break traces a resume code as long as the function: past BREAK_COST_LIMIT
+    # instructions of them, the rest of the call runs eagerly
+    from sapwood_tracer.api import cache
+
+    monkeypatch.setattr(cache, "BREAK_COST_LIMIT", 5_000)
+    fn = _many_breaks(200)
+    size = len(fn.__code__.co_code) // 2
+    x = torch.zeros(1)
+    compiled = _compiled(fn)
+    for _ in range(2):
+        assert torch.equal(compiled(x), fn(x))
+    report = sapwood_tracer.explain(fn)(x)
+    assert len(report.breaks) <= cache.BREAK_COST_LIMIT // size + 2
+    [(name, why)] = report.eager_functions
+    assert "many_breaks" in name and "graph breaks in many_breaks" in why
+
+
+def test_a_short_function_with_a_few_graph_breaks_compiles_every_piece():
+    fn = _many_breaks(5)
+    x = torch.zeros(1)
+    report = sapwood_tracer.explain(fn)(x)
+    assert len(report.breaks) == 5 and not report.eager_functions
+    assert torch.equal(_compiled(fn)(x), fn(x))
+
+
+def test_a_loop_whose_body_breaks_over_large_data_stops_recompiling_past_the_break_cost(
+    monkeypatch,
+):
+    # every iteration recompiles the resume code, with a guard on each item it takes over
+    from sapwood_tracer.api import cache
+
+    monkeypatch.setattr(cache, "BREAK_COST_LIMIT", 3_000)
+
+    def fn(x, data):
+        for i in range(60):
+            sapwood_tracer.graph_break()
+            x = x + data[i]
+        return x
+
+    data = list(range(300))
+    x = torch.zeros(1)
+    assert torch.equal(_compiled(fn)(x, data), fn(x, data))
+    report = sapwood_tracer.explain(fn)(x, data)
+    assert any("graph breaks in" in why for _, why in report.eager_functions)
+    assert len(report.breaks) < 60

@@ -411,7 +411,6 @@ def test_identity_of_tuples_reached_through_two_containers():
     assert _compiled(fn)(items) == fn(items)
 
 
-
 def test_sapwoods_call_path_does_not_call_a_replaced_builtins_len():
     # CPython's test_functools caches len itself (an lru_cache of len cannot take a list);
     # compiled code running meanwhile must not call it from sapwood's own code

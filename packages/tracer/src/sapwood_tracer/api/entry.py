@@ -188,6 +188,11 @@ def _miss(
         return eager(L)
     if failed:
         _events.recompile(code, failed[0][1])
+    too_costly = _cache.over_break_cost(code)
+    if too_costly is not None:
+        if runtime is None:
+            raise Unsupported(too_costly)
+        return _fall_back(code, cache, Unsupported(too_costly), eager, L)
     try:
         # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
         shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
@@ -218,6 +223,7 @@ def _miss(
         # handler: the user's code must not see sapwood's error in sys.exc_info().)
         return _fall_back(code, cache, failure, eager, L)
     cache.entries.append(entry)
+    _cache.count_break_cost(code, entry)
     _events.captured(code, entry)
     result = entry.fn(L, closure, f_globals)
     if type(result) is Miss:
