@@ -409,3 +409,29 @@ def test_identity_of_tuples_reached_through_two_containers():
 
     items = {(1, 2), ((1, 2), (3, 4))}
     assert _compiled(fn)(items) == fn(items)
+
+
+def test_sapwoods_call_path_does_not_call_a_replaced_builtins_len():
+    # CPython's test_functools caches len itself (an lru_cache of len cannot take a list);
+    # compiled code running meanwhile must not call it from sapwood's own code
+    import builtins
+
+    real_len = builtins.len
+
+    def strings_only(obj):
+        if not isinstance(obj, str):
+            raise TypeError(f"unhashable type: {type(obj).__name__!r}")
+        return real_len(obj)
+
+    def fn(x, items):
+        return x + real_len(items)
+
+    compiled = _compiled(fn)
+    x = torch.ones(2)
+    compiled(x, [1])  # a cache entry, with a guard on len(items)
+    builtins.len = strings_only
+    try:
+        got = [compiled(x, [1]), compiled(x, [1, 2]), compiled(x, (1, 2, 3))]  # hit, misses
+    finally:
+        builtins.len = real_len
+    assert [t.tolist() for t in got] == [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]

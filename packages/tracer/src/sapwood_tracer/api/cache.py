@@ -9,6 +9,13 @@ Invariants:
   weakly; when one dies, the entry leaves its cache (an ``id`` it compares could be reused).
 * Once a code has ``RECOMPILE_LIMIT`` entries, a call that matches none runs eagerly; the
   first such call warns once, naming the guard that failed most often.
+* Graph breaks cost a trace of a resume code each, and a resume code is as long as the
+  function it resumes; a loop whose body breaks recompiles its resume code at each iteration,
+  with guards on every value it takes over: once the entries of one function's resume codes
+  add up to ``BREAK_COST_LIMIT`` (instructions, and guards of recompiles), a resume
+  code met afterwards runs eagerly (the rest of that call of the function, with the reason in
+  explain() and the logs), so a long function with hundreds of breaks, or a loop with a
+  break that recompiles at each iteration over large data, costs a bounded compile.
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ import collections
 import types
 import warnings
 import weakref
+
+# (the real ``len``, whatever a program puts in ``builtins``: see entry.py)
+from builtins import len
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +37,10 @@ from sapwood_graph import Guard
 from ..breaks.exits import BreakExit
 from ..breaks.resume import resume_info
 from ..guards.sources import WeakHandle
+from ..interpreter.budget import forget_overruns
 
 __all__ = [
+    "BREAK_COST_LIMIT",
     "RECOMPILE_LIMIT",
     "CacheEntry",
     "CodeCache",
@@ -42,6 +54,10 @@ RECOMPILE_LIMIT = 8
 #: eagerly, one at a time) and is guarded only on the locals it reads, but one break site may
 #: still be reached with more kinds of state than the function's entry, so its limit is higher.
 RESUME_RECOMPILE_LIMIT = 64
+
+
+#: Instructions and guards of the resume entries of one function (see the invariants).
+BREAK_COST_LIMIT = 20_000
 
 
 def limit_for(code: types.CodeType) -> int:
@@ -97,6 +113,8 @@ class CodeCache:
     warned: bool = False
     #: set when the code cannot be traced at all (not even with graph breaks): why
     eager_reason: str | None = None
+    #: instructions and guards of the entries of this (original) code's resume codes
+    break_cost: int = 0
 
     def add(self, entry: CacheEntry) -> bool:
         """Append ``entry``, to be dropped again when an object it holds weakly dies (so
@@ -156,10 +174,38 @@ def cache_for(code: types.CodeType) -> CodeCache:
     return cache
 
 
+def over_break_cost(code: types.CodeType) -> str | None:
+    """Why ``code``, a resume code, must run eagerly instead of being traced: its function is
+    past :data:`BREAK_COST_LIMIT`; None when it may be traced (or is no resume code)."""
+    info = resume_info(code)
+    if info is None or cache_for(info.original).break_cost < BREAK_COST_LIMIT:
+        return None
+    return (
+        f"graph breaks in {info.original.co_qualname} whose resume functions cost more than "
+        f"{BREAK_COST_LIMIT:,} (instructions and guards) to compile; the rest of the call runs "
+        "eagerly"
+    )
+
+
+def count_break_cost(code: types.CodeType, entry: CacheEntry) -> None:
+    """Add a new entry of ``code``, when it is a resume code, to its function's cost: its
+    instructions (the trace and the generated code), and for a recompile (a loop whose body
+    breaks: an entry per iteration, guarding the values it takes over) its guards too."""
+    info = resume_info(code)
+    if info is None:
+        return
+    cost = len(code.co_code) // 2
+    if len(cache_for(code).entries) > 1:
+        cost += len(entry.guards)
+    cache_for(info.original).break_cost += cost
+
+
 def lookup(code: types.CodeType) -> CodeCache | None:
     return _caches.get(code)
 
 
 def reset() -> None:
-    """Drop every cache entry of every compiled function."""
+    """Drop every cache entry of every compiled function (and forget which codes overran
+    the trace budget)."""
     _caches.clear()
+    forget_overruns()

@@ -41,6 +41,7 @@ from ..guards.sources import (
     global_state_names,
     held_weakly,
 )
+from ..interpreter.budget import overrun_reason
 from ..interpreter.frame import BreakHere, LazyLocals, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
 from ..interpreter.session import TraceSession, root_sources
@@ -79,6 +80,11 @@ def capture(
             f"{code.co_qualname}, which reads frames or tracebacks ({frames!r})",
             hint="The function runs eagerly as a whole, in the frames Python would give it.",
         )
+        exc.frame_bound = True
+        raise exc
+    overrun = overrun_reason(code)
+    if overrun is not None:  # (a trace of it, inlined in another, ran past the budget)
+        exc = Unsupported(overrun, hint="The function runs eagerly as a whole.")
         exc.frame_bound = True
         raise exc
     plan: tuple[int, int] | None = None

@@ -19,6 +19,10 @@ import sysconfig
 import types
 import warnings
 import weakref
+
+# The call path binds the real ``len`` here: a program may replace ``builtins.len`` (with
+# an ``lru_cache`` of it, say, which cannot take a list) and sapwood must not call that.
+from builtins import len
 from collections.abc import Callable
 from typing import Any
 
@@ -185,6 +189,11 @@ def _miss(
         return eager(L)
     if failed:
         _events.recompile(code, failed[0][1])
+    too_costly = _cache.over_break_cost(code)
+    if too_costly is not None:
+        if runtime is None:
+            raise Unsupported(too_costly)
+        return _fall_back(code, cache, Unsupported(too_costly), eager, L)
     try:
         # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
         shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
@@ -216,6 +225,7 @@ def _miss(
         forget_frames(failure)
         return _fall_back(code, cache, failure, eager, L)
     added = cache.add(entry)
+    _cache.count_break_cost(code, entry)
     _events.captured(code, entry)
     result = entry.fn(L, closure, f_globals)
     if type(result) is Miss:

@@ -24,6 +24,7 @@ data-stack chunk a fresh memory mapping on every call.
 
 from __future__ import annotations
 
+import builtins
 import re
 import types
 from typing import Any
@@ -114,6 +115,7 @@ class Emitter:
         #: the weakly held objects the generated code relies on (the entry dies with them)
         self.weak_targets: list[WeakHandle] = []
         self.namespace: dict[str, Any] = {
+            "__builtins__": _BUILTINS,
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
             "_same_constant": _same_constant,
@@ -234,6 +236,10 @@ class Emitter:
         fn.__sapwood_source__ = text  # for debugging and tests
         return fn
 
+
+#: The builtins generated code sees: Python's own, as they were when sapwood was imported (a
+#: program that replaces ``builtins.len`` must not change what a guard computes).
+_BUILTINS = dict(vars(builtins))
 
 _LOCAL = re.compile(r"\bv\d+\b")
 _DEFINITION = re.compile(r"^\s*(v\d+) = ")

@@ -38,6 +38,7 @@ from sapwood_graph import Source
 from ..errors import TracedException, Unsupported
 from ..values.base import ConstantValue, Context, Value
 from ..values.exceptions import ExceptionValue, exception_value
+from . import budget as _budget
 from .instructions import Instruction, decode, exception_handler
 from .registry import dispatch_table
 
@@ -49,9 +50,6 @@ __all__ = [
     "SymbolicFrame",
     "internal_error",
 ]
-
-#: Instructions one trace may execute before it is refused (runaway loops).
-INSTRUCTION_BUDGET = 2_000_000
 
 
 _LIBRARY_DIRS = tuple(
@@ -179,6 +177,10 @@ class SymbolicFrame:
         self.kw_names: tuple[str, ...] = ()
         self.is_generator = False
         self.depth: int = 0 if parent is None else parent.depth + 1
+        # instructions this activation ran itself, and the trace's budget when it began
+        # (see .budget)
+        self.executed = 0
+        self.budget_at_entry: int = tx.budget
         # the Python version whose opcode meanings apply (the running one, unless a test
         # interprets hand-written instructions of another version)
         self.version: tuple[int, int] | None = None if parent is None else parent.version
@@ -255,6 +257,7 @@ class SymbolicFrame:
         tx = self.tx
         visits = self.visits
         break_at = self.break_at
+        frame_budget = _budget.FRAME_BUDGET
         try:
             while True:
                 inst = instructions[self.ip]
@@ -265,10 +268,9 @@ class SymbolicFrame:
                         raise BreakHere()
                 self.ip += 1
                 tx.budget -= 1
-                if tx.budget < 0:
-                    raise Unsupported(
-                        f"a trace longer than {INSTRUCTION_BUDGET} instructions (a runaway loop?)"
-                    )
+                self.executed += 1
+                if tx.budget < 0 or self.executed > frame_budget:
+                    raise _budget.over_budget(self, tx.budget, own=self.executed > frame_budget)
                 handler = table.get(inst.opname)
                 if handler is None:
                     raise Unsupported(f"the opcode {inst.opname}")
@@ -282,7 +284,12 @@ class SymbolicFrame:
         except (FrameSuspend, BreakHere):
             raise
         except Exception as error:
-            exc = error if isinstance(error, Unsupported) else internal_error(error, self.current)
+            if isinstance(error, RecursionError):  # Python's own stack, not the program's
+                exc = _budget.python_too_deep(self)
+            else:
+                exc = (
+                    error if isinstance(error, Unsupported) else internal_error(error, self.current)
+                )
             if (
                 visits is not None
                 and exc.break_index is None

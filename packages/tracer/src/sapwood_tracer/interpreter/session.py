@@ -36,13 +36,12 @@ from ..values.functions import FunctionValue, RealCellValue
 from ..values.generators import GeneratorValue
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
+from . import budget as _budget
 from . import builder
-from .frame import INSTRUCTION_BUDGET, FrameSuspend, SymbolicFrame, format_user_stack
+from .frame import FrameSuspend, SymbolicFrame, format_user_stack
 from .side_effects import SideEffects
 
 __all__ = ["TraceSession"]
-
-_MAX_INLINE_DEPTH = 64
 
 
 class TraceSession:
@@ -52,7 +51,7 @@ class TraceSession:
         self.graph = graph
         self.guards = GuardSet()
         self.side_effects = SideEffects()
-        self.budget = INSTRUCTION_BUDGET
+        self.budget = _budget.TRACE_BUDGET
         self.f_globals = f_globals
         self.function = function
         self.by_source: dict[Source, Value] = {}
@@ -140,9 +139,12 @@ class TraceSession:
             inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
         ):
             raise Unsupported(f"calling the coroutine {code.co_qualname}")
+        overrun = _budget.overrun_reason(code)
+        if overrun is not None:
+            raise Unsupported(f"a call of {code.co_qualname}, not traced again: {overrun}")
         parent = self.frames[-1] if self.frames else None
-        if parent is not None and parent.depth >= _MAX_INLINE_DEPTH:
-            raise Unsupported(f"calls nested deeper than {_MAX_INLINE_DEPTH} (recursion?)")
+        if parent is not None and parent.depth >= _budget.MAX_INLINE_DEPTH:
+            raise _budget.too_deep(parent, code)
         fast = bind_arguments(code, fn.name, args, kwargs, fn.defaults(self), fn.kwdefaults(self))
         cells: dict[str, Value] = dict(zip(code.co_freevars, fn.cells(self)))
         frame = SymbolicFrame(self, code, fn.f_globals, fn.globals_source, fast, cells, parent)

@@ -31,6 +31,7 @@ __all__ = [
     "IteratorValue",
     "ListIteratorValue",
     "NullValue",
+    "RangeIteratorValue",
     "Value",
     "attribute_missing",
     "is_constant_type",
@@ -226,6 +227,11 @@ class ConstantValue(Value):
             raise Unsupported(f"iterating over {self.describe()}") from None
         return [tx.constant_or_wrap(v) for v in items]
 
+    def iterate(self, tx: Context) -> Value:
+        if type(self.value) is range:  # (items made one at a time: a loop may stop early)
+            return RangeIteratorValue(self.value)
+        return super().iterate(tx)
+
     def truth(self, tx: Context) -> bool:
         return bool(self.value)
 
@@ -375,3 +381,34 @@ class ListIteratorValue(IteratorValue):
 
     def remaining(self) -> list[Value] | None:
         return list(self.items[self.index :])
+
+
+class RangeIteratorValue(IteratorValue):
+    """An iterator over a constant ``range``: each item is made when it is reached, so a
+    long loop costs the iterations the trace runs, not the length of the range."""
+
+    __slots__ = ("index", "items")
+
+    def __init__(self, items: range) -> None:
+        super().__init__(None)
+        self.items = items
+        self.index = 0
+
+    def describe(self) -> str:
+        return "a range iterator"
+
+    def python_type(self) -> type:
+        return type(iter(range(0)))
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.index >= len(self.items):
+            return None
+        value = ConstantValue(self.items[self.index])
+        self.index += 1
+        return value
+
+    def remaining(self) -> list[Value] | None:
+        return [ConstantValue(i) for i in self.items[self.index :]]
+
+    def rebuild(self) -> IteratorRecipe | None:
+        return IteratorRecipe(iter, (ConstantValue(self.items[self.index :]),))
