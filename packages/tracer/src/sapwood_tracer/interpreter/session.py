@@ -120,6 +120,12 @@ class TraceSession:
                 raise Unsupported(f"a call to {real.__qualname__}, which sapwood must not trace")
             if is_allowed(real):
                 return self.graph.call_function(self, real, args, kwargs)  # type: ignore[no-any-return]
+            if (
+                real is torch_functions.AUTOGRAD_FUNCTION_APPLY
+                and args
+                and isinstance(args[0], ClassValue)
+            ):
+                return torch_functions.call_autograd_function(self, args[0].cls, args[1:], kwargs)
         code = fn.code
         frames = inspects_frames(code)
         if frames is not None:
