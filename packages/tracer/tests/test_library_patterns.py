@@ -204,3 +204,39 @@ def test_marked_function_that_raises_keeps_eager_behaviour():
     x = torch.randn(3)
     for flag in (False, True, False):
         torch.testing.assert_close(compiled(x, flag), fn(x, flag))
+
+
+# ----------------------------------------------------------------- id() as a dict key
+class Plain:
+    def __init__(self):
+        self.items = [1, 2]
+
+
+def test_id_of_objects_as_dict_keys_is_one_graph_equal_to_eager(check):
+    def fn(x, a, b):
+        memo = {}  # the shape of copy.deepcopy's memo
+        memo[id(a)] = 1
+        fresh = Plain()
+        memo[id(fresh)] = 10
+        return x + memo.get(id(a), 0) + memo.get(id(b), 100) + memo[id(fresh)] + (id(b) in memo)
+
+    one, other = Plain(), Plain()
+    check(fn, (torch.ones(2), one, other), (torch.ones(2), one, one), graphs=2)
+
+
+def test_id_of_an_input_list_as_a_dict_key_stays_correct():
+    def fn(x, obj):
+        memo = {id(obj.items): 1}
+        return x + memo.get(id(obj.items), 0)
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    obj = Plain()
+    torch.testing.assert_close(compiled(torch.ones(2), obj), fn(torch.ones(2), obj))
+
+
+def test_identity_of_two_object_inputs_is_guarded(check):
+    def fn(x, a, b):
+        return x + 1 if a is b else x - 1
+
+    one, other = Plain(), Plain()
+    check(fn, (torch.ones(2), one, other), (torch.ones(2), one, one), graphs=2)

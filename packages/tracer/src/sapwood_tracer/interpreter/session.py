@@ -262,6 +262,11 @@ class TraceSession:
         if obj is None:
             obj = getattr(value, "module", None)
         if obj is not None:
+            if value.source is not None:
+                # the answer holds for this very object only: another object reaching the
+                # same source (the same one twice where two were traced) must retrace
+                self.hold(obj)
+                self.guard(GuardKind.ID_MATCH, value.source, id(obj))
             return ("__object__", id(obj))
         return ("__value__", id(value))
 
