@@ -127,6 +127,9 @@ NAMES = ("mlp", "cnn", "gpt")
 # it is missing.
 
 HF_NAMES = ("gpt2", "bert", "llama", "t5", "vit", "mistral")
+#: encoder-decoder, audio and other architectures whose library code uses more of Python
+#: (config deep copies, custom autograd functions, version checks)
+HF_MORE_NAMES = ("mt5", "bart", "marian", "pegasus", "whisper", "bloom", "gemma2", "wav2vec2")
 _TINY = {"vocab_size": 99, "max_position_embeddings": 64}
 _DECODER = {
     "hidden_size": 32,
@@ -140,6 +143,24 @@ _DECODER = {
 
 _NO_GPT2_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 _NO_BERT_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+_SEQ2SEQ = {
+    "d_model": 32,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "dropout": 0.0,
+    "attention_dropout": 0.0,
+    "activation_dropout": 0.0,
+    "encoder_layerdrop": 0.0,
+    "decoder_layerdrop": 0.0,
+    "pad_token_id": 1,
+    "decoder_start_token_id": 2,
+    "eos_token_id": 2,
+    **_TINY,
+}
 
 
 def build_hf(name: str, device: str = "cpu") -> tuple[nn.Module, dict[str, torch.Tensor]]:
@@ -192,6 +213,82 @@ def build_hf(name: str, device: str = "cpu") -> tuple[nn.Module, dict[str, torch
             t.T5ForConditionalGeneration(config),
             {"input_ids": ids, "labels": ids[:, :5].contiguous()},
         )
+    elif name == "mt5":
+        config = t.MT5Config(
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            vocab_size=99,
+            decoder_start_token_id=0,
+            dropout_rate=0.0,
+        )
+        model, inputs = (
+            t.MT5ForConditionalGeneration(config),
+            {"input_ids": ids, "labels": ids[:, :5].contiguous()},
+        )
+    elif name in ("bart", "marian", "pegasus"):
+        kinds = {
+            "bart": (t.BartConfig, t.BartForConditionalGeneration),
+            "marian": (t.MarianConfig, t.MarianMTModel),
+            "pegasus": (t.PegasusConfig, t.PegasusForConditionalGeneration),
+        }
+        config_class, model_class = kinds[name]
+        model = model_class(config_class(**_SEQ2SEQ))
+        inputs = {"input_ids": ids, "labels": ids[:, :5].contiguous()}
+    elif name == "whisper":
+        config = t.WhisperConfig(
+            num_mel_bins=8,
+            max_source_positions=8,
+            max_target_positions=16,
+            **{k: v for k, v in _SEQ2SEQ.items() if k != "max_position_embeddings"},
+        )
+        model = t.WhisperForConditionalGeneration(config)
+        # two convolutions, the second of stride 2: 16 frames become 8 source positions
+        inputs = {"input_features": torch.randn(2, 8, 16), "labels": ids[:, :5].contiguous()}
+    elif name == "bloom":
+        config = t.BloomConfig(
+            hidden_size=32,
+            n_layer=2,
+            n_head=4,
+            vocab_size=99,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+        )
+        model, inputs = t.BloomForCausalLM(config), {"input_ids": ids, "labels": ids}
+    elif name == "gemma2":
+        config = t.Gemma2Config(head_dim=8, sliding_window=4, **_DECODER)
+        model, inputs = t.Gemma2ForCausalLM(config), {"input_ids": ids, "labels": ids}
+    elif name == "wav2vec2":
+        config = t.Wav2Vec2Config(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            conv_dim=(16, 16),
+            conv_stride=(5, 2),
+            conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2,
+            vocab_size=12,
+            hidden_dropout=0.0,
+            activation_dropout=0.0,
+            attention_dropout=0.0,
+            feat_proj_dropout=0.0,
+            final_dropout=0.0,
+            layerdrop=0.0,
+            mask_time_prob=0.0,
+            mask_feature_prob=0.0,
+            num_labels=3,
+        )
+        model = t.Wav2Vec2ForSequenceClassification(config)
+        # 320 samples -> 31 frames after the two convolutions, mean-pooled for a 3-way label
+        inputs = {
+            "input_values": torch.randn(2, 320),
+            "labels": torch.tensor([0, 2]),
+        }
     elif name == "vit":
         config = t.ViTConfig(
             hidden_size=32,
@@ -209,7 +306,19 @@ def build_hf(name: str, device: str = "cpu") -> tuple[nn.Module, dict[str, torch
         inputs = {"pixel_values": torch.randn(2, 3, 32, 32), "labels": torch.tensor([0, 2])}
     else:
         raise ValueError(f"no Hugging Face model named {name!r}")
-    if name in ("gpt2", "llama", "mistral", "t5"):
+    if name in (
+        "gpt2",
+        "llama",
+        "mistral",
+        "t5",
+        "mt5",
+        "bart",
+        "marian",
+        "pegasus",
+        "whisper",
+        "bloom",
+        "gemma2",
+    ):
         inputs["use_cache"] = False  # no key/value cache object: a plain training forward
     return model.to(device), {
         k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()

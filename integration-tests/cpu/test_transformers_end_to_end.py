@@ -1,7 +1,10 @@
 """Hugging Face models from tiny configs through ``sapwood.compile``, on the CPU.
 
-For each model: one graph, outputs equal to eager, and a 20-step training loss curve (the
-model's own loss, AdamW) equal to eager's within tolerance.
+For each model: one graph, outputs equal to eager, and a training loss curve (the model's
+own loss, AdamW; 20 steps for the first models, 5 for the others to keep CI short) equal to
+eager's within tolerance. A model that does not yet compile into one graph is listed in
+``TRAINING_GRAPHS`` with the count it reaches: the count is still asserted exactly (so a fix or
+a regression shows), and equality with eager is checked the same way.
 """
 
 from __future__ import annotations
@@ -10,11 +13,21 @@ import copy
 
 import pytest
 import torch
-from zoo import HF_NAMES, CountingBackend, build_hf, output_tensors
+from zoo import HF_MORE_NAMES, HF_NAMES, CountingBackend, build_hf, output_tensors
 
 import sapwood
 
 pytest.importorskip("transformers")
+
+ALL_NAMES = HF_NAMES + HF_MORE_NAMES
+
+#: Training graphs of the models that are not yet one graph in training, with the reason.
+TRAINING_GRAPHS = {
+    # the feature encoder sets ``hidden_states.requires_grad = True`` on a fresh tensor in
+    # training mode (for gradient checkpointing): assigning requires_grad breaks the graph
+    # (4 graphs on the first call, a fifth for a resume function on the second)
+    "wav2vec2": 5,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +35,7 @@ def _fresh() -> None:
     sapwood.reset()
 
 
-@pytest.mark.parametrize("name", HF_NAMES)
+@pytest.mark.parametrize("name", ALL_NAMES)
 def test_inference_is_one_graph_equal_to_eager(name: str) -> None:
     model, inputs = build_hf(name)
     model.eval()
@@ -38,8 +51,8 @@ def test_inference_is_one_graph_equal_to_eager(name: str) -> None:
     assert len(counting.graphs) == 1
 
 
-@pytest.mark.parametrize("name", HF_NAMES)
-def test_twenty_step_loss_curve_equals_eager(name: str) -> None:
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_loss_curve_equals_eager(name: str) -> None:
     reference, inputs = build_hf(name)
     reference.train()
     trained = copy.deepcopy(reference)
@@ -47,7 +60,7 @@ def test_twenty_step_loss_curve_equals_eager(name: str) -> None:
     compiled = sapwood.compile(trained, backend=counting)
     curves: list[list[float]] = [[], []]
     optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (reference, trained)]
-    for _ in range(20):
+    for _ in range(20 if name in HF_NAMES else 5):
         for curve, model, opt in zip(curves, (reference, compiled), optimizers):
             loss = model(**inputs).loss
             loss.backward()
@@ -58,4 +71,4 @@ def test_twenty_step_loss_curve_equals_eager(name: str) -> None:
         torch.tensor(curves[1]), torch.tensor(curves[0]), rtol=1e-3, atol=1e-4
     )
     assert curves[1][-1] < curves[1][0]
-    assert len(counting.graphs) == 1
+    assert len(counting.graphs) == TRAINING_GRAPHS.get(name, 1)

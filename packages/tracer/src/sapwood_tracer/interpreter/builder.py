@@ -55,7 +55,12 @@ from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
 from ..values.containers import DictValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
-from ..values.functions import BoundMethodValue, UserFunctionValue
+from ..values.functions import (
+    BoundMethodValue,
+    ConstantResultFunctionValue,
+    UserFunctionValue,
+    marked_constant_result,
+)
 from ..values.iterators import LiveIteratorValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
@@ -201,6 +206,8 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
             return BuiltinValue(obj, source)
         if _is_graph_function(obj):
             return TorchFunctionValue(obj, source)
+        if marked_constant_result(obj):
+            return ConstantResultFunctionValue(obj, UserFunctionValue(obj, source), source)
         return UserFunctionValue(obj, source)
     if isinstance(obj, weakref.ReferenceType) and type(obj) is weakref.ReferenceType:
         _type_match(tx, source, obj)
@@ -208,7 +215,11 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if isinstance(obj, functools._lru_cache_wrapper):
         # a memoised function: calling it is calling the function (the cache only saves time)
         _id_match(tx, source, obj)
-        return wrap(tx, obj.__wrapped__, AttrSource(source, "__wrapped__"))  # type: ignore[attr-defined]
+        traced = wrap(tx, obj.__wrapped__, AttrSource(source, "__wrapped__"))  # type: ignore[attr-defined]
+        if marked_constant_result(obj) and not isinstance(traced, ConstantResultFunctionValue):
+            # run through the cache itself: the promised constant is computed once per process
+            return ConstantResultFunctionValue(obj, traced, source)
+        return traced
     if _rebuilt_per_access(obj):
         return _per_access_method(tx, obj, source)
     if isinstance(obj, types.MethodType):

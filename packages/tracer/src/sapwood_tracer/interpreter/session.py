@@ -129,6 +129,12 @@ class TraceSession:
                 raise Unsupported(f"a call to {real.__qualname__}, which sapwood must not trace")
             if is_allowed(real):
                 return self.graph.call_function(self, real, args, kwargs)  # type: ignore[no-any-return]
+            if (
+                real is torch_functions.AUTOGRAD_FUNCTION_APPLY
+                and args
+                and isinstance(args[0], ClassValue)
+            ):
+                return torch_functions.call_autograd_function(self, args[0].cls, args[1:], kwargs)
         code = fn.code
         frames = inspects_frames(code)
         if frames is not None:
@@ -268,6 +274,11 @@ class TraceSession:
         if obj is None:
             obj = getattr(value, "module", None)
         if obj is not None:
+            if value.source is not None:
+                # the answer holds for this very object only: another object reaching the
+                # same source (the same one twice where two were traced) must retrace
+                self.hold(obj)
+                self.guard(GuardKind.ID_MATCH, value.source, id(obj))
             return ("__object__", id(obj))
         return ("__value__", id(value))
 

@@ -7,6 +7,7 @@ they change global state the graph cannot restore (``torch.manual_seed``).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -18,7 +19,12 @@ from ..values.containers import TupleValue
 from ..values.symbolic import SizeValue, SymNumberValue
 from ..values.tensors import TensorValue, metadata_call
 
-__all__ = ["call_torch_function", "legacy_constructor"]
+__all__ = [
+    "AUTOGRAD_FUNCTION_APPLY",
+    "call_autograd_function",
+    "call_torch_function",
+    "legacy_constructor",
+]
 
 
 def _const(value: Any) -> Any:
@@ -205,3 +211,66 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
     if "out" in kwargs:
         raise Unsupported(f"{getattr(fn, '__name__', fn)}(out=...)")
     return tx.graph.call_function(tx, fn, args, kwargs)
+
+
+#: ``torch.autograd.Function.apply`` as a plain function (it is a classmethod).
+AUTOGRAD_FUNCTION_APPLY: Any = torch.autograd.Function.apply.__func__  # type: ignore[attr-defined]
+
+
+def call_autograd_function(
+    tx: Context, cls: type, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """``cls.apply(*args)`` of a custom ``torch.autograd.Function``: one node of the graph
+    whose target is ``cls.apply`` itself.
+
+    The node runs the user's ``forward`` (on fake tensors while tracing, for real when the
+    graph runs) and, because it is the real ``apply``, leaves the user's ``backward`` on the
+    autograd graph: AOT autograd's joint trace calls that backward where the gradient flows,
+    exactly as eager autograd does. Arguments must be tensors and constants; anything else
+    (a module, an object the forward could mutate) refuses the call, and the graph breaks there.
+    The forward is taken, like ``allow_in_graph``'s functions, to compute from its arguments:
+    Python side effects inside it (other than on ``ctx``) are not replayed by a backend that
+    compiles the graph.
+    """
+    if "apply" in vars(cls) or not issubclass(cls, torch.autograd.Function):
+        raise Unsupported(f"{cls.__qualname__}.apply, which is not torch's Function.apply")
+    if getattr(cls, "_compiled_autograd_should_lift", True) is False:
+        raise Unsupported(f"{cls.__qualname__}.apply (its class opts out of compiled autograd)")
+    for value in [*args, *kwargs.values()]:
+        if isinstance(value, TensorValue):
+            continue
+        if value.is_constant() and _graph_constant(value.as_constant()):
+            continue
+        raise Unsupported(
+            f"{cls.__qualname__}.apply with the argument {value.describe()}",
+            hint="(only tensors and constants can be passed to a custom autograd Function "
+            "recorded in the graph).",
+        )
+    return tx.graph.call_function(tx, _apply_of(cls), args, kwargs)
+
+
+_APPLIES: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
+
+
+def _apply_of(cls: type) -> Any:
+    """One graph target per Function class that calls ``cls.apply``. The bound classmethod
+    itself cannot be a target: its ``__module__`` is torch's, so the graph's code would look it
+    up as ``torch.autograd.function.apply``."""
+    found = _APPLIES.get(cls)
+    if found is None:
+
+        def apply(*args: Any, **kwargs: Any) -> Any:
+            return cls.apply(*args, **kwargs)  # type: ignore[attr-defined]
+
+        apply.__name__ = f"{cls.__name__}_apply"
+        apply.__qualname__ = f"{cls.__qualname__}.apply"
+        found = _APPLIES[cls] = apply
+    return found
+
+
+def _graph_constant(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_graph_constant(v) for v in value)
+    return value is None or isinstance(
+        value, (bool, int, float, complex, str, torch.dtype, torch.device, torch.memory_format)
+    )

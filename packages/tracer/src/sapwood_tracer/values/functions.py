@@ -18,11 +18,12 @@ from sapwood_graph import AttrSource, ClosureCellSource, DefaultArgSource, Sourc
 
 from ..errors import TracedException, Unsupported
 from ..guards.sources import HasAttrSource
-from .base import ConstantValue, Context, Value, attribute_missing
+from .base import ConstantValue, Context, Value, attribute_missing, is_constant_type
 
 __all__ = [
     "BoundMethodValue",
     "CellValue",
+    "ConstantResultFunctionValue",
     "FunctionValue",
     "NestedFunctionValue",
     "RealCellValue",
@@ -245,3 +246,57 @@ class BoundMethodValue(Value):
         if name == "__func__":
             return self.function
         return self.function.getattr(tx, name)
+
+
+#: The attribute ``torch._dynamo.assume_constant_result`` sets on a function (libraries such as
+#: transformers set it directly on install probes and version checks, without importing torch).
+CONSTANT_RESULT_MARK = "_dynamo_marked_constant"
+
+
+def marked_constant_result(fn: Any) -> bool:
+    """Whether ``fn`` (or the function a memoising wrapper holds) promises a constant result."""
+    target = getattr(fn, "__wrapped__", fn) if not isinstance(fn, types.FunctionType) else fn
+    return getattr(target, CONSTANT_RESULT_MARK, False) is True
+
+
+class ConstantResultFunctionValue(Value):
+    """A function marked with ``torch._dynamo.assume_constant_result``: its author promises the
+    result is fixed for the life of the process (an install probe, a version check).
+
+    Called with constant arguments, it runs for real at trace time and its result, when a
+    constant, enters the trace as a constant, as under ``torch.compile``. Any other call (a
+    non-constant argument, a non-constant result) traces the function as usual, so the mark
+    only ever saves tracing work; an exception raised by the real call refuses the call (the
+    trace breaks there) rather than guessing.
+    """
+
+    __slots__ = ("fn", "traced")
+
+    def __init__(self, fn: Any, traced: Value, source: Source) -> None:
+        super().__init__(source)
+        self.fn = fn
+        self.traced = traced
+
+    def describe(self) -> str:
+        return f"constant-result function {getattr(self.fn, '__qualname__', self.fn)!r}"
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        values = [*args, *kwargs.values()]
+        if all(v.is_constant() and is_constant_type(v.as_constant()) for v in values):
+            real_args = [a.as_constant() for a in args]
+            real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
+            try:
+                result = self.fn(*real_args, **real_kwargs)
+            except Exception as exc:
+                raise Unsupported(
+                    f"{self.describe()} raised {type(exc).__name__} when run at trace time"
+                ) from exc
+            if is_constant_type(result):
+                return ConstantValue(result)
+        return self.traced.call(tx, args, kwargs)
+
+    def getattr(self, tx: Context, name: str) -> Value:
+        return self.traced.getattr(tx, name)

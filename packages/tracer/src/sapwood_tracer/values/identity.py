@@ -11,7 +11,8 @@ Invariants:
 * ``id(x)`` is an :class:`ObjectIdValue`: it stands for a number the trace does not know, so
   the only thing it supports is comparison with another ``id()`` (``==``/``!=``), which is an
   identity test of the two objects. Arithmetic, hashing, printing or comparing it with a
-  number is refused.
+  number is refused. As a dict key it stands for its object's identity (see
+  :meth:`ObjectIdValue.hash_key`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,20 @@ class ObjectIdValue(Value):
 
     def truth(self, tx: Context) -> bool:
         return True  # an id is never 0
+
+    def hash_key(self, tx: Context) -> Any:
+        """As a dict key or set member (``memo[id(x)]`` in ``copy.deepcopy``): two ids are one
+        key exactly when their objects are one object, as :func:`same_object` decides it. A
+        target whose identity the trace cannot tell apart from another's is refused."""
+        target = self.target
+        refused = isinstance(target, TensorValue) or _tuple_value(target) or target.is_constant()
+        key = None if refused else tx.identity_key(target)
+        # tensors are told apart by their fake tensors, tuples and constants not at all; a
+        # value read from the inputs counts only when its key is the real object's (two reads
+        # of one input may be two values), a value made in the trace is its own object
+        if key is None or (key[0] != "__object__" and target.source is not None):
+            raise Unsupported(f"{self.describe()} as a dict key or set member", hint=_ID_HINT)
+        return ("__id__", key)
 
 
 def compare_ids(tx: Context, op: Any, a: Value, b: Value) -> Value | None:

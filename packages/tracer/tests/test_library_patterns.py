@@ -1,0 +1,242 @@
+"""Patterns of library code (transformers and others) that must trace into one graph and
+behave as eagerly: custom ``torch.autograd.Function`` classes, functions marked as having a
+constant result (install probes, version checks)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+import sapwood_tracer
+
+
+def _eager(gm, example_inputs):
+    return gm.forward
+
+
+def _aot_eager(gm, example_inputs):
+    # AOT autograd traces forward and backward together (the joint graph), as training does
+    from torch._dynamo.backends.debugging import aot_eager
+
+    return aot_eager(gm, example_inputs)
+
+
+BACKENDS = {"eager": _eager, "aot_eager": _aot_eager}
+
+
+# ----------------------------------------------------------------- torch.autograd.Function
+class TimesTwoBackwardThree(torch.autograd.Function):
+    """Its backward is deliberately not the derivative of its forward: a gradient equal to
+    eager's proves the user's backward ran."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3 + x
+
+
+class ScaleWithSetupContext(torch.autograd.Function):
+    """The newer style: ``forward`` without ``ctx``, ``setup_context`` separate; a constant
+    argument and two outputs, one of them non-differentiable."""
+
+    @staticmethod
+    def forward(x, scale):
+        return x * scale, (x > 0).to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.scale = inputs[1]
+        ctx.mark_non_differentiable(output[1])
+
+    @staticmethod
+    def backward(ctx, grad, _unused):
+        return grad * ctx.scale * 10, None
+
+
+def test_autograd_function_forward_is_one_graph_equal_to_eager(check):
+    def fn(x):
+        return TimesTwoBackwardThree.apply(x.sin()).cos()
+
+    check(fn, (torch.randn(4),), (torch.randn(2, 3),))
+
+
+@pytest.mark.parametrize("backend_name", ["eager", "aot_eager"])
+def test_autograd_function_backward_is_the_users(backend_name):
+    def fn(x):
+        return TimesTwoBackwardThree.apply(x.sin()).cos().sum()
+
+    x = torch.randn(5, requires_grad=True)
+    fn(x).backward()
+    expected = x.grad.clone()
+    x.grad = None
+    explained = sapwood_tracer.explain(fn)(x)
+    assert len(explained.graphs) == 1 and not explained.breaks
+    x.grad = None
+    sapwood_tracer.reset()
+    loss = sapwood_tracer.compile(fn, backend=BACKENDS[backend_name])(x)
+    loss.backward()
+    torch.testing.assert_close(x.grad, expected)
+
+
+@pytest.mark.parametrize("backend_name", ["eager", "aot_eager"])
+def test_autograd_function_with_setup_context_and_constant_argument(backend_name):
+    def fn(x):
+        y, positive = ScaleWithSetupContext.apply(x, 0.5)
+        return (y * positive).sum(), positive
+
+    x = torch.randn(6, requires_grad=True)
+    loss, positive = fn(x)
+    loss.backward()
+    expected_grad, expected_positive = x.grad.clone(), positive
+    x.grad = None
+    loss, positive = sapwood_tracer.compile(fn, backend=BACKENDS[backend_name])(x)
+    loss.backward()
+    torch.testing.assert_close(x.grad, expected_grad)
+    torch.testing.assert_close(positive, expected_positive)
+    assert not positive.requires_grad
+
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+
+class TakesAnObject(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, box):
+        box.value += 1  # a side effect the graph could not replay
+        return x + box.value
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def test_autograd_function_with_an_object_argument_breaks_and_stays_correct():
+    def fn(x, box):
+        return TakesAnObject.apply(x * 2, box) + 1
+
+    eager_box, compiled_box = Box(0), Box(0)
+    x = torch.randn(3)
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x, compiled_box), fn(x, eager_box))
+    assert compiled_box.value == eager_box.value == 3
+
+
+# ----------------------------------------------------------------- constant-result functions
+def test_function_marked_constant_runs_once_at_trace_time(backend):
+    calls = []
+
+    def probe(name):
+        calls.append(name)
+        return name == "torch"
+
+    probe._dynamo_marked_constant = True  # what transformers' install probes carry
+
+    def fn(x):
+        return x + 1 if probe("torch") else x - 1
+
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    x = torch.randn(3)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), x + 1)
+    assert calls == ["torch"]  # run for real once while tracing, never traced through
+    assert backend.count == 1
+
+
+def test_memoised_marked_function_runs_through_its_cache(backend):
+    @functools.lru_cache
+    @torch._dynamo.assume_constant_result
+    def version_at_least(major):
+        return torch.__version__ >= str(major)
+
+    version_at_least(2)  # cached already
+    before = version_at_least.cache_info()
+
+    def fn(x):
+        if version_at_least(2):
+            return x * 2
+        return x
+
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), fn(x))
+    after = version_at_least.cache_info()
+    assert after.misses == before.misses  # the trace took the cached answer
+    assert backend.count == 1
+
+
+def test_marked_function_with_a_tensor_argument_is_traced(check):
+    def double(t):
+        return t * 2
+
+    double._dynamo_marked_constant = True
+
+    def fn(x):
+        return double(x) + 1
+
+    check(fn, (torch.randn(3),), (torch.randn(2, 2),))
+
+
+def test_marked_function_that_raises_keeps_eager_behaviour():
+    def probe(flag):
+        if flag:
+            raise RuntimeError("no such package")
+        return 1
+
+    probe._dynamo_marked_constant = True
+
+    def fn(x, flag):
+        try:
+            return x + probe(flag)
+        except RuntimeError:
+            return x - 1
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    x = torch.randn(3)
+    for flag in (False, True, False):
+        torch.testing.assert_close(compiled(x, flag), fn(x, flag))
+
+
+# ----------------------------------------------------------------- id() as a dict key
+class Plain:
+    def __init__(self):
+        self.items = [1, 2]
+
+
+def test_id_of_objects_as_dict_keys_is_one_graph_equal_to_eager(check):
+    def fn(x, a, b):
+        memo = {}  # the shape of copy.deepcopy's memo
+        memo[id(a)] = 1
+        fresh = Plain()
+        memo[id(fresh)] = 10
+        return x + memo.get(id(a), 0) + memo.get(id(b), 100) + memo[id(fresh)] + (id(b) in memo)
+
+    one, other = Plain(), Plain()
+    check(fn, (torch.ones(2), one, other), (torch.ones(2), one, one), graphs=2)
+
+
+def test_id_of_an_input_list_as_a_dict_key_stays_correct():
+    def fn(x, obj):
+        memo = {id(obj.items): 1}
+        return x + memo.get(id(obj.items), 0)
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    obj = Plain()
+    torch.testing.assert_close(compiled(torch.ones(2), obj), fn(torch.ones(2), obj))
+
+
+def test_identity_of_two_object_inputs_is_guarded(check):
+    def fn(x, a, b):
+        return x + 1 if a is b else x - 1
+
+    one, other = Plain(), Plain()
+    check(fn, (torch.ones(2), one, other), (torch.ones(2), one, one), graphs=2)
