@@ -201,6 +201,10 @@ class TraceContext(Protocol[V]):
         """A key equal for two values exactly when they are the same Python object."""
         ...
 
+    def pin_identity(self, value: V) -> None:
+        """Guard that ``value``'s source holds this very object."""
+        ...
+
     def as_mapping(self, value: V) -> Any:
         """``value`` as a dict value (for ``**kwargs``)."""
         ...

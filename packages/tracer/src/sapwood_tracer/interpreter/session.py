@@ -34,6 +34,7 @@ from ..values.contexts import ContextExitValue
 from ..values.exceptions import OUTER_EXCEPTION, ExceptionValue, exception_value, python_error
 from ..values.functions import FunctionValue, RealCellValue
 from ..values.generators import GeneratorValue
+from ..values.identity import guard_distinct
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
 from . import budget as _budget
@@ -266,6 +267,8 @@ class TraceSession:
             ):
                 raise Unsupported(f"== on {v.describe()}, whose class defines __eq__")
         ka, kb = self.identity_key(a), self.identity_key(b)
+        if ka != kb and ka[0] == kb[0] == "__object__":
+            guard_distinct(self, a, b)
         return bool(ka == kb)
 
     def identity_key(self, value: Value) -> Any:
@@ -274,13 +277,18 @@ class TraceSession:
         if obj is None:
             obj = getattr(value, "module", None)
         if obj is not None:
-            if value.source is not None:
-                # the answer holds for this very object only: another object reaching the
-                # same source (the same one twice where two were traced) must retrace
-                self.hold(obj)
-                self.guard(GuardKind.ID_MATCH, value.source, id(obj))
             return ("__object__", id(obj))
         return ("__value__", id(value))
+
+    def pin_identity(self, value: Value) -> None:
+        """Guard that ``value``'s source holds this very object (an answer that depends on
+        which object it is, not only on whether it is another input's: ``id()`` as a key)."""
+        obj = getattr(value, "obj", None)
+        if obj is None:
+            obj = getattr(value, "module", None)
+        if obj is not None and value.source is not None:
+            self.hold(obj)
+            self.guard(GuardKind.ID_MATCH, value.source, id(obj))
 
     def location(self) -> str | None:
         return self.frames[-1].location() if self.frames else None

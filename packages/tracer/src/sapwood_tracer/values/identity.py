@@ -28,7 +28,7 @@ from .base import ConstantValue, Context, Value
 from .containers import TupleValue
 from .tensors import TensorValue, same_tensor
 
-__all__ = ["ObjectIdValue", "compare_ids", "same_object"]
+__all__ = ["ObjectIdValue", "compare_ids", "guard_distinct", "same_object"]
 
 _ID_HINT = "Compare objects with `is`, or compare id() with another id() only."
 
@@ -62,11 +62,16 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
             pass
     if ka == kb:
         return True
-    if ka[0] == kb[0] == "__object__" and a.source is not None and b.source is not None:
-        # Two objects from the inputs guarded by what they hold, not who they are (modules,
-        # plain objects): the answer holds for calls where they are still two objects.
-        tx.guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource((a.source, b.source)), 2)
+    if ka[0] == kb[0] == "__object__":
+        guard_distinct(tx, a, b)
     return False
+
+
+def guard_distinct(tx: Context, a: Value, b: Value) -> None:
+    """Two objects from the inputs are guarded by what they hold, not who they are (modules,
+    plain objects): an answer that they differ holds for calls where they are still two."""
+    if a.source is not None and b.source is not None:
+        tx.guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource((a.source, b.source)), 2)
 
 
 def _tuple_value(v: Value) -> bool:
@@ -108,6 +113,8 @@ class ObjectIdValue(Value):
         # of one input may be two values), a value made in the trace is its own object
         if key is None or (key[0] != "__object__" and target.source is not None):
             raise Unsupported(f"{self.describe()} as a dict key or set member", hint=_ID_HINT)
+        # keys of a dict are told apart for the objects of this call only
+        tx.pin_identity(target)
         return ("__id__", key)
 
 
