@@ -774,3 +774,19 @@ def test_a_break_in_a_loop_over_a_list_continues_that_very_iteration(wrap):
     got = compiled([1, 2], [5, 6], torch.ones(1))
     assert [t.item() for t in got] == [t.item() for t in expected]
     assert report.eager_functions == []
+
+
+def test_an_iterator_only_a_local_holds_keeps_its_items_known_after_a_break():
+    # made again by the resume function's prologue: the rest of the function traces over it
+    def fn(x):
+        it = iter([1, 2, 3, 4])
+        first = next(it)
+        print("", end="")
+        second = next(it)
+        rest = list(it)
+        return x + first + second, rest, next(it, "done")
+
+    report = sapwood_tracer.explain(fn)(X)
+    assert report.break_count == 1, str(report)
+    got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))

@@ -40,7 +40,8 @@ from ..errors import Unsupported
 from ..interpreter.frame import LazyLocals
 from ..interpreter.instructions import Instruction
 from ..interpreter.registry import dispatch_table
-from ..values.base import NULL, ConstantValue, IteratorValue, Value
+from ..values.base import NULL, ConstantValue, IteratorRecipe, IteratorValue, Value
+from ..values.containers import TupleValue
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.modules import ModuleValue
@@ -354,20 +355,36 @@ def _layout(
     local_values: list[Value],
     cell_names: tuple[str, ...],
 ) -> tuple[ResumeLayout, list[Value], list[Value]]:
-    """The resume layout of ``stack`` and the live locals, the values passed for the stack,
-    and the values of the locals passed as themselves.
+    """The resume layout of ``stack`` and the live locals, the values passed for the stack
+    (and for iterators made again), and the values of the locals passed as themselves.
 
-    An iterator (of a loop the break is inside, or held by a local) is passed as a real
-    iterator object: made by the entry from what the trace knows of it (its recipe), or the
-    live object itself; a local and a stack slot holding one iterator get the same object.
-    The resume function's trace does not know its items (see
+    The iterator of a loop the break is inside (a stack slot) is passed as a real iterator
+    object: made by the entry from what the trace knows of it (its recipe), or the live
+    object itself. The resume function's trace does not know its items (see
     :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`): its loop stops at each
-    ``FOR_ITER`` (a ``next`` break), so one resume function serves every iteration."""
+    ``FOR_ITER`` (a ``next`` break), so one resume function serves every iteration.
+
+    An iterator made in the trace that only a local holds (``it = iter(xs)``) is made again
+    by the resume function's prologue from its recipe, so the rest of the function knows its
+    items; one from the inputs, or the very iterator of a stack slot, is passed as itself
+    (one object)."""
     slots: list[StackSlot] = []
     passed: list[Value] = []
+    plain_names: list[str] = []
+    plain_values: list[Value] = []
+    local_iterators: list[tuple[str, Any]] = []
     for name, value in zip(local_names, local_values):
-        if isinstance(value, IteratorValue) and not _passable(value):
-            raise Unsupported(f"a graph break while the local {name!r} holds {value.describe()}")
+        if isinstance(value, IteratorValue):
+            recipe = value.rebuild() if value.source is None else None
+            if recipe is not None and not any(item is value for item in stack):
+                local_iterators.append((name, _recipe_shape(recipe, passed)))
+                continue
+            if not _passable(value):
+                raise Unsupported(
+                    f"a graph break while the local {name!r} holds {value.describe()}"
+                )
+        plain_names.append(name)
+        plain_values.append(value)
     for value in stack:
         if value is NULL:
             slots.append(StackSlot("null"))
@@ -383,8 +400,23 @@ def _layout(
                 raise Unsupported(f"a graph break inside a loop over {value.describe()}")
             slots.append(StackSlot("value"))
             passed.append(value)
-    layout = ResumeLayout(tuple(slots), local_names, cell_names)
-    return layout, passed, list(local_values)
+    layout = ResumeLayout(
+        tuple(slots), tuple(plain_names), cell_names, local_iterators=tuple(local_iterators)
+    )
+    return layout, passed, plain_values
+
+
+def _recipe_shape(recipe: IteratorRecipe, passed: list[Value]) -> tuple[Any, ...]:
+    """The recipe as the resume layout's shape (``("call", fn, parts)``, ``("value",)`` for a
+    passed argument), appending the values it passes to ``passed`` in order."""
+    parts: list[tuple[Any, ...]] = []
+    for arg in recipe.args:
+        if isinstance(arg, IteratorRecipe):
+            parts.append(_recipe_shape(arg, passed))
+        else:
+            passed.append(TupleValue(list(arg)) if isinstance(arg, tuple) else arg)
+            parts.append(("value",))
+    return ("call", recipe.fn, tuple(parts))
 
 
 def _passable(value: IteratorValue) -> bool:

@@ -78,9 +78,13 @@ class ResumeLayout:
     #: instead of continuing at the target, raise the last argument (an exception) there, so
     #: the original's exception table sends it to the user's handler (run eagerly only)
     raises: bool = False
+    #: locals holding iterators of their own, made by the prologue: ``(name, recipe)``, a
+    #: nested ``("call", fn, parts)`` whose ``("value",)`` parts are passed as arguments
+    local_iterators: tuple[tuple[str, Any], ...] = ()
 
     def parameter_count(self) -> int:
         passed = sum(slot.passed for slot in self.stack)
+        passed += sum(_passed_in(how) for _, how in self.local_iterators)
         return passed + len(self.local_names) + len(self.cell_names) + self.raises
 
 
@@ -123,12 +127,12 @@ def resume_info(code: types.CodeType) -> ResumeInfo | None:
     return _infos.get(code)
 
 
-def _call(callable_: Any, args: list[Instr], location: Any) -> list[Instr]:
+def _call(callable_: Any, args: list[Instr], location: Any, argc: int | None = None) -> list[Instr]:
     """``callable_(*args)`` for the running Python: a constant callable, then the instructions
-    that push its arguments (one instruction per argument)."""
+    that push its ``argc`` arguments (one instruction per argument unless ``argc`` says)."""
     load = Instr("LOAD_CONST", callable_, location=location)
     null = Instr("PUSH_NULL", location=location)
-    argc = len(args)
+    argc = len(args) if argc is None else argc
     call = [Instr("CALL", argc, location=location)]
     if _PY311:
         call.insert(0, Instr("PRECALL", argc, location=location))
@@ -197,6 +201,9 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
     # live cell variables arrive as arguments of their own names; MAKE_CELL (in the head,
     # for every cellvar) wraps them. Locals and the passed stack slots are plain arguments.
     passed = 0
+    for name, how in layout.local_iterators:
+        made, passed = _made_again(how, passed, location)
+        prologue += [*made, Instr("STORE_FAST", name, location=location)]
     for slot in layout.stack:
         if slot.kind == "null":
             prologue.append(Instr("PUSH_NULL", location=location))
@@ -252,12 +259,37 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
 def _prologue_depth(layout: ResumeLayout) -> int:
     """How deep the prologue's pushes reach: each slot leaves one item, and entering a context
     needs a few more on top, briefly (the call's callable, NULL and arguments, then
-    BEFORE_WITH's two results)."""
-    deepest = 0
+    BEFORE_WITH's two results), as does making a local's iterator again (its calls)."""
+    deepest = max([_shape_depth(how) for _, how in layout.local_iterators] or [0])
     for below, slot in enumerate(layout.stack):
         transient = 2 + len(slot.args) + 2 if slot.kind == "context" else 1
         deepest = max(deepest, below + transient)
     return deepest + 2
+
+
+def _shape_depth(shape: tuple[Any, ...]) -> int:
+    if shape[0] == "value":
+        return 1
+    return max([2 + i + _shape_depth(part) for i, part in enumerate(shape[2])] or [2])
+
+
+def _passed_in(shape: tuple[Any, ...]) -> int:
+    if shape[0] == "value":
+        return 1
+    return sum(_passed_in(part) for part in shape[2])
+
+
+def _made_again(shape: tuple[Any, ...], passed: int, location: Any) -> tuple[list[Instr], int]:
+    """Instructions that push what ``shape`` makes, reading passed arguments from ``stack
+    <passed>`` on; and the next unread argument."""
+    if shape[0] == "value":
+        return [Instr("LOAD_FAST", f"stack {passed}", location=location)], passed + 1
+    _, fn, parts = shape
+    loads: list[Instr] = []
+    for part in parts:
+        made, passed = _made_again(part, passed, location)
+        loads += made
+    return _call(fn, loads, location, argc=len(parts)), passed
 
 
 def _split_body(body: list[Any], first: int, added: set[int]) -> tuple[list[Any], list[int | None]]:
