@@ -214,7 +214,9 @@ class Emitter:
 
     def build(self, name: str, body_lines: list[str]) -> Any:
         text = f"def {name}(L, C, G):\n" + "\n".join(_reuse_locals(body_lines)) + "\n"
-        compiled = compile(text, f"<sapwood {name}>", "exec")
+        # (none of this module's own `__future__` flags: code the entry runs at a graph break,
+        # `exec` of a string say, would inherit them)
+        compiled = compile(text, f"<sapwood {name}>", "exec", dont_inherit=True)
         scope: dict[str, Any] = {}
         exec(compiled, self.namespace, scope)
         fn = scope[name]
