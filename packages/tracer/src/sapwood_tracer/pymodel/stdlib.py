@@ -30,7 +30,14 @@ __all__: list[str] = []
 # ----------------------------------------------------------------- functools / itertools
 @handles(functools.partial)
 def _partial(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+    fn = args[0]
+    if isinstance(fn, PartialValue):
+        if fn.source is not None:
+            # flattened only if it never had a ``__dict__``, which Python does not show
+            raise Unsupported("functools.partial of a partial passed in")
+        # a partial of a partial (without attributes of its own) is flattened
+        return PartialValue(fn.fn, [*fn.args, *args[1:]], {**fn.kwargs, **kwargs})
+    return PartialValue(fn, list(args[1:]), dict(kwargs))
 
 
 @handles(functools.reduce)

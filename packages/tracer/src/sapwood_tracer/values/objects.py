@@ -550,4 +550,7 @@ class PartialValue(Value):
             return TupleValue(list(self.args))
         if name == "keywords":
             return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
+        if self.source is not None or name == "__dict__" or hasattr(functools.partial, name):
+            # its own attributes (``__dict__``, set by the program) and partial's methods
+            raise Unsupported(f"the attribute {name!r} of {self.describe()}")
         raise attribute_missing(self.describe(), name)
