@@ -42,6 +42,7 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
+from ..pinned import BUILTINS
 from .sources import (
     ContainsSource,
     DistinctIdsSource,
@@ -105,6 +106,9 @@ class Emitter:
         self.freevars = {name: i for i, name in enumerate(code.co_freevars)}
         self.held = held
         self.namespace: dict[str, Any] = {
+            # the builtins as at import: a program replacing ``builtins.len`` must not change
+            # what a guard checks (or make it raise)
+            "__builtins__": BUILTINS,
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
             "_same_constant": _same_constant,
