@@ -14,9 +14,10 @@ from typing import Any
 
 from ..errors import Unsupported
 from ..values.attributes import class_attribute, lookup_mro
-from ..values.base import ConstantValue, Context, Value
+from ..values.base import BoundBuiltinMethod, ConstantValue, Context, Value
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import raised_for_real
+from ..values.functions import BoundMethodValue
 from ..values.identity import same_object
 from ..values.objects import NewObjectValue, ObjectValue
 from ..values.sets import SetValue
@@ -172,6 +173,9 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         return out
     if isinstance(a, SetValue) and isinstance(b, SetValue):
         return _fold_set(tx, fn, a, b)
+    if fn in (operator.eq, operator.ne) and (isinstance(a, _METHODS) or isinstance(b, _METHODS)):
+        same = _same_method(tx, a, b)
+        return ConstantValue(same if fn is operator.eq else not same)
     if a.is_constant() and b.is_constant() and _foldable(a) and _foldable(b):
         return _fold(fn, a, b)
     user = _user_dunder(tx, fn, a, b)
@@ -181,6 +185,24 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
+
+_METHODS = (BoundBuiltinMethod, BoundMethodValue)
+
+
+def _same_method(tx: Context, a: Value, b: Value) -> bool:
+    """``a == b`` where one is a bound method: Python compares the objects they are bound to
+    by identity and their functions (each read of ``obj.f`` is a new method object, so
+    ``is`` differs but ``==`` holds)."""
+    if isinstance(a, BoundBuiltinMethod) and isinstance(b, BoundBuiltinMethod):
+        return a.name == b.name and same_object(tx, a.receiver, b.receiver)
+    if isinstance(a, BoundMethodValue) and isinstance(b, BoundMethodValue):
+        return same_object(tx, a.receiver, b.receiver) and same_object(tx, a.function, b.function)
+    if isinstance(a, _METHODS) and isinstance(b, _METHODS):
+        return False  # a builtin's method and a Python function's: different functions
+    other = b if isinstance(a, _METHODS) else a
+    if isinstance(other, ConstantValue):
+        return False
+    raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
 
 
 def _foldable(v: Value) -> bool:

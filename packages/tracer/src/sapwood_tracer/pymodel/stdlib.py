@@ -58,15 +58,19 @@ class _StepIterator(IteratorValue):
     """A lazy iterator whose next value comes from ``step(tx)`` (``None`` when exhausted),
     so a combinator pulls from its inputs only as its consumer pulls from it, like Python's."""
 
-    __slots__ = ("step", "what")
+    __slots__ = ("kind", "step", "what")
 
-    def __init__(self, what: str, step: Any) -> None:
+    def __init__(self, what: str, step: Any, kind: type) -> None:
         super().__init__(None)
         self.what = what
         self.step = step
+        self.kind = kind
 
     def describe(self) -> str:
         return f"an {self.what} iterator"
+
+    def python_type(self) -> type:
+        return self.kind
 
     def next_value(self, tx: Context) -> Value | None:
         return self.step(tx)  # type: ignore[no-any-return]
@@ -92,7 +96,7 @@ def _chained(sources: IteratorValue | list[Value]) -> _StepIterator:
                 return value
             state["current"] = None
 
-    return _StepIterator("itertools.chain", step)
+    return _StepIterator("itertools.chain", step, itertools.chain)
 
 
 @handles(itertools.chain)
@@ -114,12 +118,12 @@ def _combinatoric(fn: Any) -> Handler:
             n = len(pools)
             combos = fn(*(range(len(p)) for p in pools), **ckw)
             return ListIteratorValue(
-                [TupleValue([pools[j % n][i] for j, i in enumerate(c)]) for c in combos]
+                [TupleValue([pools[j % n][i] for j, i in enumerate(c)]) for c in combos], fn
             )
         pool = tx.unpack(args[0])
         rest = [a.as_constant() for a in args[1:]]
         combos = fn(range(len(pool)), *rest, **ckw)
-        return ListIteratorValue([TupleValue([pool[i] for i in c]) for c in combos])
+        return ListIteratorValue([TupleValue([pool[i] for i in c]) for c in combos], fn)
 
     return handler
 
@@ -148,7 +152,7 @@ def _islice(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 return value
         return None
 
-    return _StepIterator("itertools.islice", step)
+    return _StepIterator("itertools.islice", step, itertools.islice)
 
 
 @handles(itertools.repeat)
@@ -156,7 +160,7 @@ def _repeat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
         raise Unsupported("itertools.repeat without a count (infinite)")
-    return ListIteratorValue([args[0]] * times.as_constant())
+    return ListIteratorValue([args[0]] * times.as_constant(), itertools.repeat)
 
 
 @handles(itertools.accumulate)
@@ -182,7 +186,7 @@ def _accumulate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Val
             state["acc"] = tx.call(fn, [acc, item], {})
         return state["acc"]  # type: ignore[no-any-return]
 
-    return _StepIterator("itertools.accumulate", step)
+    return _StepIterator("itertools.accumulate", step, itertools.accumulate)
 
 
 @handles(itertools.pairwise)
@@ -202,7 +206,7 @@ def _pairwise(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value
         state["last"] = item
         return pair
 
-    return _StepIterator("itertools.pairwise", step)
+    return _StepIterator("itertools.pairwise", step, itertools.pairwise)
 
 
 @handles(itertools.zip_longest)
@@ -225,7 +229,7 @@ def _zip_longest(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Va
             return None
         return TupleValue(parts)
 
-    return _StepIterator("itertools.zip_longest", step)
+    return _StepIterator("itertools.zip_longest", step, itertools.zip_longest)
 
 
 # ----------------------------------------------------------------- operator module

@@ -356,15 +356,27 @@ class IteratorValue(Value):
 class ListIteratorValue(IteratorValue):
     """An iterator over a known list of values."""
 
-    __slots__ = ("index", "items")
+    __slots__ = ("index", "items", "kind")
 
-    def __init__(self, items: list[Value]) -> None:
+    def __init__(self, items: list[Value], kind: type | None = None) -> None:
         super().__init__(None)
         self.items = items
         self.index = 0
+        #: the iterator's real type when it is not a plain one (``itertools.product``, ``zip``)
+        self.kind = kind
 
     def describe(self) -> str:
-        return "an iterator"
+        return f"a {self.kind.__qualname__} iterator" if self.kind is not None else "an iterator"
+
+    def python_type(self) -> type:
+        return self.kind if self.kind is not None else type(iter(()))
+
+    def rebuild(self) -> IteratorRecipe | None:
+        if self.kind is not None and self.kind.__module__ == "itertools":
+            # an itertools object has methods of its own (``__setstate__``, ``__reduce__``)
+            # that a tuple iterator made again at a graph break would not honour
+            return None
+        return super().rebuild()
 
     def next_value(self, tx: Context) -> Value | None:
         if self.index >= len(self.items):
