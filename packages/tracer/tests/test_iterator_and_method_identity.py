@@ -78,3 +78,25 @@ def test_methods_of_a_python_class_bound_to_one_object_are_equal():
         return a.f == a.f, a.f == b.f, a.f == a.g, a.f != a.f
 
     assert _same(fn, _Thing(), _Thing()) == (True, False, False, False)
+
+
+def test_a_range_iterator_survives_a_graph_break_as_a_range_iterator():
+    def fn(x):
+        it = iter(range(5))
+        next(it)
+        sapwood_tracer.graph_break()
+        return type(it), list(it), x + 1
+
+    got = sapwood_tracer.compile(fn, backend=_eager)(torch.ones(1))
+    assert got[:2] == fn(torch.ones(1))[:2] == (type(iter(range(0))), [1, 2, 3, 4])
+
+
+def test_a_long_range_loop_that_breaks_passes_the_range_not_its_numbers():
+    def fn(n):
+        f = _Thing().f
+        for _ in range(n):
+            f = f.__call__  # a method-wrapper: read eagerly, at a graph break
+        return f()
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    assert compiled(200_000) == fn(200_000) == 1

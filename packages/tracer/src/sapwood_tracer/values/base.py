@@ -31,6 +31,7 @@ __all__ = [
     "IteratorValue",
     "ListIteratorValue",
     "NullValue",
+    "RangeIteratorValue",
     "Value",
     "attribute_missing",
     "is_constant_type",
@@ -226,6 +227,11 @@ class ConstantValue(Value):
             raise Unsupported(f"iterating over {self.describe()}") from None
         return [tx.constant_or_wrap(v) for v in items]
 
+    def iterate(self, tx: Context) -> Value:
+        if type(self.value) is range:
+            return RangeIteratorValue(self.value)
+        return super().iterate(tx)
+
     def truth(self, tx: Context) -> bool:
         return bool(self.value)
 
@@ -387,3 +393,34 @@ class ListIteratorValue(IteratorValue):
 
     def remaining(self) -> list[Value] | None:
         return list(self.items[self.index :])
+
+
+class RangeIteratorValue(IteratorValue):
+    """``iter(range(...))``: each number is made as it is taken, and a graph break makes the
+    iterator again from the range still to come (a loop over a million numbers neither
+    builds a million values nor passes them to the resume function)."""
+
+    __slots__ = ("rest",)
+
+    def __init__(self, rest: range) -> None:
+        super().__init__(None)
+        self.rest = rest
+
+    def describe(self) -> str:
+        return "a range iterator"
+
+    def python_type(self) -> type:
+        return type(iter(range(0)))
+
+    def next_value(self, tx: Context) -> Value | None:
+        if not self.rest:
+            return None
+        value = self.rest[0]
+        self.rest = self.rest[1:]
+        return ConstantValue(value)
+
+    def remaining(self) -> list[Value] | None:
+        return [ConstantValue(v) for v in self.rest]
+
+    def rebuild(self) -> IteratorRecipe | None:
+        return IteratorRecipe(iter, (ConstantValue(self.rest),))
