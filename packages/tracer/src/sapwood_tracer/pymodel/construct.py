@@ -95,9 +95,7 @@ _FRAME_NAMES = frozenset(
 #: generated code, so its callers differ from Python's whatever frame it runs in.
 _CALLER_FRAME_NAMES = frozenset(
     {
-        "_getframe",
         "_getframemodulename",
-        "currentframe",
         "f_back",
         "extract_stack",
         "format_stack",
@@ -109,8 +107,14 @@ _CALLER_FRAME_NAMES = frozenset(
 
 def reads_caller_frames(code: types.CodeType) -> str | None:
     """The name through which ``code`` reads the frames that called it, if any (a subset of
-    :func:`inspects_frames`): a call of such code cannot be moved to a graph break."""
-    return next((name for name in code.co_names if name in _CALLER_FRAME_NAMES), None)
+    :func:`inspects_frames`): a call of such code cannot be moved to a graph break.
+    ``sys._getframe`` counts where the code has a positive integer constant (its depth:
+    ``_getframe(1)``); ``sys._getframe()`` alone is the code's own frame."""
+    found = next((name for name in code.co_names if name in _CALLER_FRAME_NAMES), None)
+    if found is None and "_getframe" in code.co_names:
+        depths = (c for c in code.co_consts if type(c) is int and c > 0)
+        found = "_getframe" if next(depths, None) is not None else None
+    return found
 
 
 def inspects_frames(code: types.CodeType) -> str | None:
