@@ -34,8 +34,12 @@ from .marks import (
     mark_dynamic,
     mark_static,
 )
+from .pinned import pin_modules
 
 __version__ = "0.1.0"
+
+# sapwood's own code keeps the builtins it was imported with (see .pinned)
+pin_modules("sapwood_tracer", "sapwood_graph")
 
 __all__ = [
     "BreakReport",

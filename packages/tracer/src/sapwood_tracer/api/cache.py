@@ -24,9 +24,6 @@ import collections
 import types
 import warnings
 import weakref
-
-# (the real ``len``, whatever a program puts in ``builtins``: see entry.py)
-from builtins import len
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -19,10 +19,6 @@ import sysconfig
 import types
 import warnings
 import weakref
-
-# The call path binds the real ``len`` here: a program may replace ``builtins.len`` (with
-# an ``lru_cache`` of it, say, which cannot take a list) and sapwood must not call that.
-from builtins import len
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +32,7 @@ from ..guards.emitter import Miss
 from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
 from ..marks import is_disabled
+from ..pinned import replaced_builtins
 from . import cache as _cache
 from . import events as _events
 from .capture import capture
@@ -176,6 +173,16 @@ def _miss(
             raise Unsupported(f"{code.co_qualname}: {unsupported}")
         cache.eager_reason = unsupported
         _events.skipped(code, unsupported)
+        return eager(L)
+    replaced = replaced_builtins()
+    if replaced:
+        # the trace would read the program's replacement where the interpreter's code (and
+        # torch's) calls the builtin: this call runs eagerly; a later one, once the program
+        # put the builtins back, is traced again
+        reason = f"the program replaced the builtins {', '.join(replaced)}"
+        if runtime is None:
+            raise Unsupported(f"{code.co_qualname} while {reason}")
+        _events.skipped(code, reason)
         return eager(L)
     failed = []
     for entry in cache.entries:

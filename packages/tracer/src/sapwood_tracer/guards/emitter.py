@@ -24,7 +24,6 @@ data-stack chunk a fresh memory mapping on every call.
 
 from __future__ import annotations
 
-import builtins
 import re
 import types
 from typing import Any
@@ -46,6 +45,7 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
+from ..pinned import BUILTINS
 from .sources import (
     ContainsSource,
     DistinctIdsSource,
@@ -115,7 +115,9 @@ class Emitter:
         #: the weakly held objects the generated code relies on (the entry dies with them)
         self.weak_targets: list[WeakHandle] = []
         self.namespace: dict[str, Any] = {
-            "__builtins__": _BUILTINS,
+            # the builtins as at import: a program replacing ``builtins.len`` must not change
+            # what a guard checks (or make it raise)
+            "__builtins__": BUILTINS,
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
             "_same_constant": _same_constant,
@@ -229,17 +231,15 @@ class Emitter:
 
     def build(self, name: str, body_lines: list[str]) -> Any:
         text = f"def {name}(L, C, G):\n" + "\n".join(_reuse_locals(body_lines)) + "\n"
-        compiled = compile(text, f"<sapwood {name}>", "exec")
+        # (none of this module's own `__future__` flags: code the entry runs at a graph break,
+        # `exec` of a string say, would inherit them)
+        compiled = compile(text, f"<sapwood {name}>", "exec", dont_inherit=True)
         scope: dict[str, Any] = {}
         exec(compiled, self.namespace, scope)
         fn = scope[name]
         fn.__sapwood_source__ = text  # for debugging and tests
         return fn
 
-
-#: The builtins generated code sees: Python's own, as they were when sapwood was imported (a
-#: program that replaces ``builtins.len`` must not change what a guard computes).
-_BUILTINS = dict(vars(builtins))
 
 _LOCAL = re.compile(r"\bv\d+\b")
 _DEFINITION = re.compile(r"^\s*(v\d+) = ")

@@ -120,8 +120,15 @@ def _is_plain_object(obj: Any) -> bool:
         and not isinstance(
             obj, (type, types.ModuleType, types.FunctionType, torch.Tensor, enum.Enum)
         )
-        and hasattr(obj, "__dict__")
+        and _has_instance_dict(cls)
     )
+
+
+def _has_instance_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have a ``__dict__``, asked of the class: reading
+    ``obj.__dict__`` makes the dict of some objects, and a ``functools.partial`` that has one
+    is no longer flattened by ``partial(p, ...)``."""
+    return bool(getattr(cls, "__dictoffset__", 0))
 
 
 def _id_match(tx: WrappingSession, source: Source, obj: Any) -> None:
@@ -227,7 +234,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
         receiver = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
         return BoundMethodValue(fn, receiver)
-    if isinstance(obj, functools.partial):
+    if cls is functools.partial:  # (a subclass's methods and attributes are its own)
         _type_match(tx, source, obj)
         fn = wrap(tx, obj.func, AttrSource(source, "func"))
         args = wrap(tx, obj.args, AttrSource(source, "args"))
@@ -317,7 +324,7 @@ def _plain_dict_subclass(cls: type) -> bool:
 
 
 def _has_dict_or_slots(obj: Any) -> bool:
-    return hasattr(obj, "__dict__") or hasattr(type(obj), "__slots__")
+    return _has_instance_dict(type(obj)) or hasattr(type(obj), "__slots__")
 
 
 def _is_callable_builtin(obj: Any) -> bool:

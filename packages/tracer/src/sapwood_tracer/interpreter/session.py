@@ -27,7 +27,7 @@ from ..guards.sources import LenSource
 from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
-from ..pymodel.construct import construct, inspects_frames
+from ..pymodel.construct import construct, inspects_frames, reads_caller_frames
 from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing, attribute_missing
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import ContextExitValue
@@ -139,9 +139,16 @@ class TraceSession:
         code = fn.code
         frames = inspects_frames(code)
         if frames is not None:
-            raise Unsupported(
-                f"calling {code.co_qualname}, which reads frames or tracebacks ({frames!r})"
+            # one that reads its callers would see generated code calling it at a graph break
+            callers = reads_caller_frames(code) is not None
+            exc = Unsupported(
+                f"calling {code.co_qualname}, which reads frames or tracebacks ({frames!r})",
+                hint="The calling function runs eagerly as a whole, in the frames Python gives it."
+                if callers
+                else "",
             )
+            exc.frame_bound = callers
+            raise exc
         if code.co_flags & (
             inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
         ):

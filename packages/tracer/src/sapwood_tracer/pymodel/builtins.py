@@ -7,15 +7,18 @@ iterators they act on the values.
 """
 
 from __future__ import annotations
+import __future__
 
 import abc
 import builtins
 import collections
+import functools
 import math
 import operator
 import sys
 import types
 import typing
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -99,7 +102,7 @@ def call_builtin(
     real = fn.fn
     if real is weakref.proxy:
         raise weakly_referenced("weakref.proxy")
-    if _reads_callers_frame(real, args, kwargs):
+    if _reads_callers_frame(tx, real, args, kwargs):
         exc = Unsupported(
             f"calling {fn.describe()}, which reads the frame it is called from",
             hint="The function runs eagerly as a whole (a graph break would run the call "
@@ -152,16 +155,63 @@ def call_builtin(
     raise Unsupported(f"calling {fn.describe()}", hint="This builtin is not modelled yet.")
 
 
-def _reads_callers_frame(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
+def _reads_callers_frame(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
     """Builtins whose answer depends on the frame that calls them: run anywhere else (at a
-    graph break, from generated code) they would see the wrong locals or globals."""
-    if fn is builtins.locals or fn is builtins.globals or fn is sys._getframe:
+    graph break, from generated code) they would see the wrong locals, globals, file and line
+    or ``__future__`` flags."""
+    if fn is builtins.locals or fn is builtins.globals or fn in _FRAME_READERS:
         return True
     if fn is builtins.vars or fn is builtins.dir:
         return not args and not kwargs
+    if fn is builtins.type:
+        # a new class takes ``__module__`` from the calling frame's globals
+        return len(args) == 3 and not _names_module(args[2])
     if fn is builtins.eval or fn is builtins.exec:
-        return len(args) < 2 and "globals" not in kwargs
+        if len(args) < 2 and "globals" not in kwargs:
+            return True
+        # source text compiles with the calling code's ``from __future__`` flags
+        source_text = bool(args) and not issubclass(args[0].python_type(), types.CodeType)
+        return source_text and _future_flags(tx) != 0
+    if fn is builtins.compile:
+        inherit = args[4] if len(args) > 4 else kwargs.get("dont_inherit")
+        inherits = inherit is None or not (inherit.is_constant() and inherit.as_constant())
+        return inherits and _future_flags(tx) != 0
     return False
+
+
+#: Builtins that read the calling frame whatever their arguments: ``warnings.warn`` takes the
+#: file, line, module and warning registry of the frame ``stacklevel`` up.
+_FRAME_READERS: frozenset[Any] = frozenset(
+    fn
+    for fn in (
+        sys._getframe,
+        getattr(sys, "_getframemodulename", None),
+        warnings.warn,
+        builtins.breakpoint,
+    )
+    if fn is not None
+)
+
+
+def _names_module(namespace: Value) -> bool:
+    """Whether a class namespace passed to ``type()`` sets ``__module__`` itself."""
+    if isinstance(namespace, DictValue):
+        return any(
+            key.is_constant() and key.as_constant() == "__module__"
+            for key, _ in namespace.entries.values()
+        )
+    return False
+
+
+def _future_flags(tx: Context) -> int:
+    """The ``from __future__`` flags of the code running in the innermost traced frame."""
+    frames = tx.frames
+    return frames[-1].code.co_flags & _FUTURE_FLAGS if frames else 0
+
+
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_, (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
+)
 
 
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}

@@ -76,6 +76,7 @@ _FRAME_NAMES = frozenset(
         "tb_next",
         "f_back",
         "_getframe",
+        "_getframemodulename",
         "currentframe",
         "extract_tb",
         "extract_stack",
@@ -87,6 +88,33 @@ _FRAME_NAMES = frozenset(
         "walk_stack",
     }
 )
+
+
+#: Of those, the names through which code reads the frames that *called* it (its module name,
+#: file and line for a warning, the caller's locals): at a graph break such code is called from
+#: generated code, so its callers differ from Python's whatever frame it runs in.
+_CALLER_FRAME_NAMES = frozenset(
+    {
+        "_getframemodulename",
+        "f_back",
+        "extract_stack",
+        "format_stack",
+        "print_stack",
+        "walk_stack",
+    }
+)
+
+
+def reads_caller_frames(code: types.CodeType) -> str | None:
+    """The name through which ``code`` reads the frames that called it, if any (a subset of
+    :func:`inspects_frames`): a call of such code cannot be moved to a graph break.
+    ``sys._getframe`` counts where the code has a positive integer constant (its depth:
+    ``_getframe(1)``); ``sys._getframe()`` alone is the code's own frame."""
+    found = next((name for name in code.co_names if name in _CALLER_FRAME_NAMES), None)
+    if found is None and "_getframe" in code.co_names:
+        depths = (c for c in code.co_consts if type(c) is int and c > 0)
+        found = "_getframe" if next(depths, None) is not None else None
+    return found
 
 
 def inspects_frames(code: types.CodeType) -> str | None:

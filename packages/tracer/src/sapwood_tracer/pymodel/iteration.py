@@ -83,7 +83,7 @@ def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         lists = [tx.unpack(a) for a in args]
         if len({len(x) for x in lists}) > 1:
             raise python_error(ValueError, "zip() arguments have unequal lengths")
-        return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)])
+        return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
     return MapIteratorValue("zip", None, _iterators(tx, args))
 
 

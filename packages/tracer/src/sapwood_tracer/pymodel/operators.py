@@ -9,13 +9,15 @@ folded; user objects get their dunder methods inlined (with the reflected fallba
 from __future__ import annotations
 
 import operator
+import types
 from typing import Any
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute
-from ..values.base import ConstantValue, Context, Value
+from ..values.attributes import class_attribute, lookup_mro
+from ..values.base import BoundBuiltinMethod, ConstantValue, Context, Value
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import raised_for_real
+from ..values.functions import BoundMethodValue
 from ..values.identity import same_object
 from ..values.objects import NewObjectValue, ObjectValue
 from ..values.sets import SetValue
@@ -130,6 +132,16 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         return symbolic_binary(tx, fn, a, b)
     if isinstance(a, SizeValue) or isinstance(b, SizeValue):
         return size_binary(tx, _INPLACE_TO_BINARY.get(fn, fn), a, b)
+    if (
+        _subclass_container(a)
+        or _subclass_container(b)
+        or (base is not None and isinstance(a, (ObjectValue, NewObjectValue)))
+    ):
+        # a subclass of a builtin container written in Python (``Counter``, ...): its own
+        # operator methods come before the builtin container's; ``obj += x``: ``__iadd__``
+        result = _python_operator(tx, fn, a, b)
+        if result is not None:
+            return result
     if base is not None:
         if isinstance(a, ListValue) and fn is operator.iadd:
             a.check_mutable(tx)
@@ -161,6 +173,9 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         return out
     if isinstance(a, SetValue) and isinstance(b, SetValue):
         return _fold_set(tx, fn, a, b)
+    if fn in (operator.eq, operator.ne) and (isinstance(a, _METHODS) or isinstance(b, _METHODS)):
+        same = _same_method(tx, a, b)
+        return ConstantValue(same if fn is operator.eq else not same)
     if a.is_constant() and b.is_constant() and _foldable(a) and _foldable(b):
         return _fold(fn, a, b)
     user = _user_dunder(tx, fn, a, b)
@@ -170,6 +185,24 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
+
+_METHODS = (BoundBuiltinMethod, BoundMethodValue)
+
+
+def _same_method(tx: Context, a: Value, b: Value) -> bool:
+    """``a == b`` where one is a bound method: Python compares the objects they are bound to
+    by identity and their functions (each read of ``obj.f`` is a new method object, so
+    ``is`` differs but ``==`` holds)."""
+    if isinstance(a, BoundBuiltinMethod) and isinstance(b, BoundBuiltinMethod):
+        return a.name == b.name and same_object(tx, a.receiver, b.receiver)
+    if isinstance(a, BoundMethodValue) and isinstance(b, BoundMethodValue):
+        return same_object(tx, a.receiver, b.receiver) and same_object(tx, a.function, b.function)
+    if isinstance(a, _METHODS) and isinstance(b, _METHODS):
+        return False  # a builtin's method and a Python function's: different functions
+    other = b if isinstance(a, _METHODS) else a
+    if isinstance(other, ConstantValue):
+        return False
+    raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
 
 
 def _foldable(v: Value) -> bool:
@@ -206,6 +239,93 @@ def _fold_set(tx: Context, fn: Any, a: SetValue, b: SetValue) -> Value:
     raise Unsupported(f"the operator {_op_name(fn)} on sets")
 
 
+_CONTAINERS = (DictValue, ListValue, TupleValue, SetValue)
+_BUILTIN_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _subclass_container(v: Value) -> bool:
+    return isinstance(v, _CONTAINERS) and v.python_type() not in _BUILTIN_CONTAINERS
+
+
+def _python_method(tx: Context, receiver: Value, name: str) -> Value | None:
+    """``receiver.name`` bound, where a class written in Python defines it (before any
+    builtin class of the MRO); None otherwise."""
+    cls = receiver.python_type()
+    klass, raw = lookup_mro(cls, name)
+    if klass is None or not isinstance(raw, types.FunctionType):
+        return None
+    return class_attribute(tx, cls, name, receiver)
+
+
+def _python_operator(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
+    """``fn(a, b)`` where an operand's class defines the operator in Python: its methods
+    inlined in Python's order (in-place, forward, reflected; a subclass's reflected one
+    first). None where neither does; refused where Python would go on to a builtin's."""
+    base = _INPLACE_TO_BINARY.get(fn)
+    if base is not None:
+        inplace = _python_method(tx, a, _INPLACE_DUNDER[fn])
+        if inplace is not None:
+            result = tx.call(inplace, [b], {})
+            if not _not_implemented(result):
+                return result
+        elif lookup_mro(a.python_type(), _INPLACE_DUNDER[fn])[0] not in (None, object):
+            return None  # a builtin in-place method (``list.__iadd__``): the model's
+        fn = base
+    names = _DUNDER.get(fn)
+    if names is None:
+        return None
+    ta, tb = a.python_type(), b.python_type()
+    forward = _python_method(tx, a, names[0])
+    reflected = _python_method(tx, b, names[1]) if ta is not tb or fn in _SWAPPED else None
+    if forward is None and reflected is None:
+        return None
+    order = [(forward, b), (reflected, a)]
+    if reflected is not None and tb is not ta and issubclass(tb, ta):
+        order.reverse()  # a subclass's reflected operator goes first
+    for method, other in order:
+        if method is None:
+            continue
+        result = tx.call(method, [other], {})
+        if not _not_implemented(result):
+            return result
+    raise Unsupported(
+        f"the operator {_op_name(fn)} on {a.describe()} and {b.describe()}, whose methods "
+        "written in Python return NotImplemented"
+    )
+
+
+#: comparisons whose reflection is another method of the same class (``a < b`` is ``b > a``)
+_SWAPPED = frozenset({operator.lt, operator.le, operator.gt, operator.ge})
+
+
+def _not_implemented(result: Value) -> bool:
+    return result.is_constant() and result.as_constant() is NotImplemented
+
+
+_INPLACE_DUNDER = {
+    operator.iadd: "__iadd__",
+    operator.isub: "__isub__",
+    operator.imul: "__imul__",
+    operator.itruediv: "__itruediv__",
+    operator.ifloordiv: "__ifloordiv__",
+    operator.imod: "__imod__",
+    operator.ipow: "__ipow__",
+    operator.imatmul: "__imatmul__",
+    operator.iand: "__iand__",
+    operator.ior: "__ior__",
+    operator.ixor: "__ixor__",
+    operator.ilshift: "__ilshift__",
+    operator.irshift: "__irshift__",
+}
+
+_UNARY_DUNDER = {
+    operator.neg: "__neg__",
+    operator.pos: "__pos__",
+    operator.invert: "__invert__",
+    operator.abs: "__abs__",
+}
+
+
 def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     names = _DUNDER.get(fn)
     if names is None:
@@ -233,6 +353,10 @@ def unary(tx: Context, fn: Any, a: Value) -> Value:
         return symbolic_unary(tx, fn, a)
     if fn is operator.not_:
         return ConstantValue(not tx.truth(a))
+    name = _UNARY_DUNDER.get(fn)
+    method = _python_method(tx, a, name) if name is not None else None
+    if method is not None:  # ``-counter``, ``~obj``: the class's own method, inlined
+        return tx.call(method, [], {})
     if a.is_constant():
         return _fold(fn, a)
     raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()}")

@@ -30,7 +30,14 @@ __all__: list[str] = []
 # ----------------------------------------------------------------- functools / itertools
 @handles(functools.partial)
 def _partial(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+    fn = args[0]
+    if isinstance(fn, PartialValue):
+        if fn.source is not None:
+            # flattened only if it never had a ``__dict__``, which Python does not show
+            raise Unsupported("functools.partial of a partial passed in")
+        # a partial of a partial (without attributes of its own) is flattened
+        return PartialValue(fn.fn, [*fn.args, *args[1:]], {**fn.kwargs, **kwargs})
+    return PartialValue(fn, list(args[1:]), dict(kwargs))
 
 
 @handles(functools.reduce)
@@ -51,15 +58,19 @@ class _StepIterator(IteratorValue):
     """A lazy iterator whose next value comes from ``step(tx)`` (``None`` when exhausted),
     so a combinator pulls from its inputs only as its consumer pulls from it, like Python's."""
 
-    __slots__ = ("step", "what")
+    __slots__ = ("kind", "step", "what")
 
-    def __init__(self, what: str, step: Any) -> None:
+    def __init__(self, what: str, step: Any, kind: type) -> None:
         super().__init__(None)
         self.what = what
         self.step = step
+        self.kind = kind
 
     def describe(self) -> str:
         return f"an {self.what} iterator"
+
+    def python_type(self) -> type:
+        return self.kind
 
     def next_value(self, tx: Context) -> Value | None:
         return self.step(tx)  # type: ignore[no-any-return]
@@ -85,7 +96,7 @@ def _chained(sources: IteratorValue | list[Value]) -> _StepIterator:
                 return value
             state["current"] = None
 
-    return _StepIterator("itertools.chain", step)
+    return _StepIterator("itertools.chain", step, itertools.chain)
 
 
 @handles(itertools.chain)
@@ -107,12 +118,12 @@ def _combinatoric(fn: Any) -> Handler:
             n = len(pools)
             combos = fn(*(range(len(p)) for p in pools), **ckw)
             return ListIteratorValue(
-                [TupleValue([pools[j % n][i] for j, i in enumerate(c)]) for c in combos]
+                [TupleValue([pools[j % n][i] for j, i in enumerate(c)]) for c in combos], fn
             )
         pool = tx.unpack(args[0])
         rest = [a.as_constant() for a in args[1:]]
         combos = fn(range(len(pool)), *rest, **ckw)
-        return ListIteratorValue([TupleValue([pool[i] for i in c]) for c in combos])
+        return ListIteratorValue([TupleValue([pool[i] for i in c]) for c in combos], fn)
 
     return handler
 
@@ -141,7 +152,7 @@ def _islice(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
                 return value
         return None
 
-    return _StepIterator("itertools.islice", step)
+    return _StepIterator("itertools.islice", step, itertools.islice)
 
 
 @handles(itertools.repeat)
@@ -149,7 +160,7 @@ def _repeat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
         raise Unsupported("itertools.repeat without a count (infinite)")
-    return ListIteratorValue([args[0]] * times.as_constant())
+    return ListIteratorValue([args[0]] * times.as_constant(), itertools.repeat)
 
 
 @handles(itertools.accumulate)
@@ -175,7 +186,7 @@ def _accumulate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Val
             state["acc"] = tx.call(fn, [acc, item], {})
         return state["acc"]  # type: ignore[no-any-return]
 
-    return _StepIterator("itertools.accumulate", step)
+    return _StepIterator("itertools.accumulate", step, itertools.accumulate)
 
 
 @handles(itertools.pairwise)
@@ -195,7 +206,7 @@ def _pairwise(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value
         state["last"] = item
         return pair
 
-    return _StepIterator("itertools.pairwise", step)
+    return _StepIterator("itertools.pairwise", step, itertools.pairwise)
 
 
 @handles(itertools.zip_longest)
@@ -218,7 +229,7 @@ def _zip_longest(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Va
             return None
         return TupleValue(parts)
 
-    return _StepIterator("itertools.zip_longest", step)
+    return _StepIterator("itertools.zip_longest", step, itertools.zip_longest)
 
 
 # ----------------------------------------------------------------- operator module

@@ -228,7 +228,7 @@ class ConstantValue(Value):
         return [tx.constant_or_wrap(v) for v in items]
 
     def iterate(self, tx: Context) -> Value:
-        if type(self.value) is range:  # (items made one at a time: a loop may stop early)
+        if type(self.value) is range:
             return RangeIteratorValue(self.value)
         return super().iterate(tx)
 
@@ -362,15 +362,27 @@ class IteratorValue(Value):
 class ListIteratorValue(IteratorValue):
     """An iterator over a known list of values."""
 
-    __slots__ = ("index", "items")
+    __slots__ = ("index", "items", "kind")
 
-    def __init__(self, items: list[Value]) -> None:
+    def __init__(self, items: list[Value], kind: type | None = None) -> None:
         super().__init__(None)
         self.items = items
         self.index = 0
+        #: the iterator's real type when it is not a plain one (``itertools.product``, ``zip``)
+        self.kind = kind
 
     def describe(self) -> str:
-        return "an iterator"
+        return f"a {self.kind.__qualname__} iterator" if self.kind is not None else "an iterator"
+
+    def python_type(self) -> type:
+        return self.kind if self.kind is not None else type(iter(()))
+
+    def rebuild(self) -> IteratorRecipe | None:
+        if self.kind is not None and self.kind.__module__ == "itertools":
+            # an itertools object has methods of its own (``__setstate__``, ``__reduce__``)
+            # that a tuple iterator made again at a graph break would not honour
+            return None
+        return super().rebuild()
 
     def next_value(self, tx: Context) -> Value | None:
         if self.index >= len(self.items):
@@ -384,15 +396,15 @@ class ListIteratorValue(IteratorValue):
 
 
 class RangeIteratorValue(IteratorValue):
-    """An iterator over a constant ``range``: each item is made when it is reached, so a
-    long loop costs the iterations the trace runs, not the length of the range."""
+    """``iter(range(...))``: each number is made as it is taken, and a graph break makes the
+    iterator again from the range still to come (a loop over a million numbers neither
+    builds a million values nor passes them to the resume function)."""
 
-    __slots__ = ("index", "items")
+    __slots__ = ("rest",)
 
-    def __init__(self, items: range) -> None:
+    def __init__(self, rest: range) -> None:
         super().__init__(None)
-        self.items = items
-        self.index = 0
+        self.rest = rest
 
     def describe(self) -> str:
         return "a range iterator"
@@ -401,14 +413,14 @@ class RangeIteratorValue(IteratorValue):
         return type(iter(range(0)))
 
     def next_value(self, tx: Context) -> Value | None:
-        if self.index >= len(self.items):
+        if not self.rest:
             return None
-        value = ConstantValue(self.items[self.index])
-        self.index += 1
-        return value
+        value = self.rest[0]
+        self.rest = self.rest[1:]
+        return ConstantValue(value)
 
     def remaining(self) -> list[Value] | None:
-        return [ConstantValue(i) for i in self.items[self.index :]]
+        return [ConstantValue(v) for v in self.rest]
 
     def rebuild(self) -> IteratorRecipe | None:
-        return IteratorRecipe(iter, (ConstantValue(self.items[self.index :]),))
+        return IteratorRecipe(iter, (ConstantValue(self.rest),))

@@ -298,6 +298,21 @@ _LIST_METHODS = frozenset(
 )
 
 
+def _rebuildable_subclass(cls: type, obj: Any) -> bool:
+    """Whether a dict subclass's instance is its class and its items alone: every class
+    between it and ``dict`` is written in Python (no C fields such as ``defaultdict``'s
+    factory) and the instance has no attributes of its own."""
+    for klass in cls.__mro__:
+        if klass is dict:
+            break
+        if not klass.__flags__ & _HEAPTYPE:
+            return False
+    return not getattr(obj, "__dict__", None)
+
+
+_HEAPTYPE = 1 << 9
+
+
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
@@ -332,10 +347,21 @@ class DictValue(Value):
         return self.cls
 
     def is_constant(self) -> bool:
+        if self.cls not in (dict, collections.OrderedDict) and not _rebuildable_subclass(
+            self.cls, self.obj
+        ):
+            return False
         return all(k.is_constant() and v.is_constant() for k, v in self.entries.values())
 
     def as_constant(self) -> Any:
-        return self.cls((k.as_constant(), v.as_constant()) for k, v in self.entries.values())
+        pairs = ((k.as_constant(), v.as_constant()) for k, v in self.entries.values())
+        if self.cls in (dict, collections.OrderedDict):
+            return self.cls(pairs)
+        # a subclass's own ``__init__`` may read its argument otherwise (``Counter`` counts
+        # the pairs): the storage is filled as dict's
+        out = dict.__new__(self.cls)
+        dict.update(out, pairs)
+        return out
 
     def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
@@ -422,8 +448,9 @@ class DictValue(Value):
             if k in self.entries:
                 return self.entries[k][1]
             return args[1] if len(args) > 1 else none
-        if name == "copy":
-            return DictValue(dict(self.entries), cls=self.cls)
+        if name == "copy":  # (dict's own copy makes a dict; OrderedDict's, its own class)
+            kind = self.cls if issubclass(self.cls, collections.OrderedDict) else dict
+            return DictValue(dict(self.entries), cls=kind)
         self.check_mutable(tx)
         if name == "update":
             if args:

@@ -299,10 +299,39 @@ class ClassValue(Value):
             return ConstantValue(self.cls.__name__)
         if name == "__qualname__":
             return ConstantValue(self.cls.__qualname__)
+        # Python's order for a class: a data descriptor of the metaclass, the class's MRO,
+        # then any other attribute of the metaclass (``__mro__``, ``register``, ``mro``)
+        meta = type(self.cls)
+        klass, raw = lookup_mro(meta, name)
+        if klass is not None and klass is not type and is_data_descriptor(raw):
+            return self._metaclass_attribute(tx, klass, raw, name)
         found = class_attribute(tx, self.cls, name, None)
-        if found is None:
-            raise attribute_missing(self.describe(), name)
-        return found
+        if found is not None:
+            return found
+        if klass is not None:
+            return self._metaclass_attribute(tx, klass, raw, name)
+        raise attribute_missing(self.describe(), name)
+
+    def _metaclass_attribute(self, tx: Context, klass: type, raw: Any, name: str) -> Value:
+        """``cls.name`` found on the metaclass ``klass``: bound to the class."""
+        if isinstance(raw, types.FunctionType):
+            fn = tx.wrap(raw, class_dict_source(klass, name))
+            return BoundMethodValue(fn, self)
+        if isinstance(raw, property) and raw.fget is not None:
+            fget = tx.wrap(raw.fget, AttrSource(class_dict_source(klass, name), "fget"))
+            return tx.call(fget, [self], {})
+        if klass is type and isinstance(
+            raw, (types.GetSetDescriptorType, types.MemberDescriptorType)
+        ):
+            # type's own fields of the class (``__mro__``, ``__bases__``, ...): read for real
+            source = self.source or held(self.cls, self.cls.__qualname__)
+            return tx.wrap(getattr(self.cls, name), AttrSource(source, name))
+        if klass is type and isinstance(raw, types.MethodDescriptorType):
+            return tx.wrap_trusted(getattr(self.cls, name))  # ``cls.mro``, ``__subclasses__``
+        raise Unsupported(
+            f"the attribute {name!r} of {self.describe()} from its metaclass "
+            f"{klass.__qualname__} ({type(raw).__name__})"
+        )
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return tx.construct(self, args, kwargs)
@@ -550,4 +579,7 @@ class PartialValue(Value):
             return TupleValue(list(self.args))
         if name == "keywords":
             return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
+        if self.source is not None or name == "__dict__" or hasattr(functools.partial, name):
+            # its own attributes (``__dict__``, set by the program) and partial's methods
+            raise Unsupported(f"the attribute {name!r} of {self.describe()}")
         raise attribute_missing(self.describe(), name)
