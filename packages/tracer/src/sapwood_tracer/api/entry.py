@@ -24,13 +24,15 @@ from typing import Any
 
 import torch
 
-from sapwood_graph import BackendCompilerFailed
+from sapwood_graph import BackendCompilerFailed, LocalSource
 
 from ..breaks.exits import BreakRuntime
+from ..breaks.resume import resume_info
 from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning, forget_frames
 from ..guards.emitter import Miss
 from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
+from ..interpreter.shape_plan import ShapePlan
 from ..marks import is_disabled
 from ..pinned import replaced_builtins
 from . import cache as _cache
@@ -204,6 +206,8 @@ def _miss(
     try:
         # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
         shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
+        if not cache.entries and dynamic is None:
+            shape_plan = _loop_item_plan(code) or shape_plan
         entry = capture(
             code,
             f_globals,
@@ -538,3 +542,13 @@ def compile(
     if is_disabled(fn):
         return fn
     return _compiled_function(fn, backend, None, fullgraph, dynamic)
+
+
+def _loop_item_plan(code: types.CodeType) -> ShapePlan | None:
+    """A resume code continuing a loop body after its ``FOR_ITER`` gets a new item at each
+    iteration: its first trace already makes an int item symbolic (instead of tracing once
+    for the first item's value, then again symbolic)."""
+    info = resume_info(code)
+    if info is None or info.loop_item is None:
+        return None
+    return ShapePlan(None, {}, frozenset({LocalSource(info.loop_item)}))

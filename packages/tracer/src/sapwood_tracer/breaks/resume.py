@@ -102,6 +102,9 @@ class ResumeInfo:
     #: superinstruction)
     origins: tuple[int | None, ...]
     prologue_end: int
+    #: the parameter holding the item a ``FOR_ITER`` just took, when the code resumes a loop
+    #: body there (its first trace makes an int item symbolic: every iteration brings another)
+    loop_item: str | None = None
 
     def original_index(self, index: int) -> int | None:
         """The original's index of the resume code's instruction ``index`` (None: added)."""
@@ -249,9 +252,15 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
     prologue_instrs = sum(1 for item in prologue if isinstance(item, Instr))
     origins = (None,) * (head_instrs + prologue_instrs) + tuple(body_origins)
     _check_body(original, code, origins, [i for i in body if isinstance(i, Instr)])
+    from ..interpreter.instructions import decode
+
+    loop_item = None
+    after_for_iter = target > 0 and decode(original)[target - 1].opname == "FOR_ITER"
+    if after_for_iter and layout.stack and layout.stack[-1].kind == "value":
+        loop_item = f"stack {passed - 1}"
     if not layout.raises:  # (a raising resume code runs eagerly only, it is never traced)
         _infos[code] = ResumeInfo(
-            original, target, layout.cell_names, origins, head_instrs + prologue_instrs
+            original, target, layout.cell_names, origins, head_instrs + prologue_instrs, loop_item
         )
     return code
 
