@@ -143,6 +143,11 @@ def call_builtin(
         # an unbound method of a builtin type (str.upper, dict.get, ...) called on a value:
         # the builtin type's own behaviour, even where a subclass overrides the method
         receiver, rest = args[0], args[1:]
+        if not issubclass(receiver.python_type(), owner):
+            raise Unsupported(
+                f"calling {fn.describe()} on {receiver.describe()}, not a {owner.__name__} "
+                "(TypeError)"
+            )
         call_method = getattr(receiver, "call_method", None)
         if call_method is not None:
             return call_method(tx, real.__name__, rest, kwargs)  # type: ignore[no-any-return]

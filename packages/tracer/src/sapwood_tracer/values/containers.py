@@ -30,6 +30,7 @@ from .base import (
     Value,
     attribute_missing,
 )
+from .dunders import call_special, has_special, is_special, special_method
 from .views import DictIteratorValue, DictViewValue
 
 __all__ = [
@@ -129,9 +130,13 @@ class TupleValue(_SequenceValue):
     def getattr(self, tx: Context, name: str) -> Value:
         if name in ("count", "index"):
             return BoundBuiltinMethod(self, name)
+        if has_special(tuple, name):
+            return special_method(self, tuple, name)
         raise attribute_missing(self.describe(), name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if is_special(name):
+            return call_special(tx, self, tuple, name, args, kwargs)
         if name == "count":
             return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
         for i in _index_range(len(self.items), args, kwargs):
@@ -208,8 +213,10 @@ class ListValue(_SequenceValue):
         return ListValueIterator(self, 0)
 
     def getattr(self, tx: Context, name: str) -> Value:
-        if name in _LIST_METHODS:
+        if name in _LIST_METHODS or name == "__init__":
             return BoundBuiltinMethod(self, name)
+        if has_special(list, name):
+            return special_method(self, list, name)
         raise attribute_missing(self.describe(), name)
 
     def setitem(self, tx: Context, key: Value, value: Value) -> None:
@@ -225,6 +232,8 @@ class ListValue(_SequenceValue):
         del self.items[_index(tx, key)]
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if is_special(name):
+            return call_special(tx, self, list, name, args, kwargs)
         none = ConstantValue(None)
         if name in ("index", "count", "copy"):
             pass
@@ -232,6 +241,12 @@ class ListValue(_SequenceValue):
             self.check_mutable(tx)
         if kwargs and name != "sort":
             raise Unsupported(f"list.{name} with keyword arguments")
+        if name == "__init__":  # list.__init__(xs[, iterable]): empties xs, then extends it
+            if len(args) > 1:
+                raise Unsupported("list.__init__ with more than one argument (TypeError)")
+            items = args[0].unpack(tx) if args else []
+            self.items[:] = items
+            return none
         if name == "append":
             self.items.append(args[0])
             return none
@@ -405,6 +420,10 @@ class DictValue(Value):
                 return found
         if name in _DICT_METHODS:
             return BoundBuiltinMethod(self, name)
+        if has_special(dict, name):
+            if self.cls is collections.OrderedDict and name not in _SAME_IN_ORDERED_DICT:
+                raise Unsupported(f"the special attribute OrderedDict.{name}")
+            return special_method(self, dict, name)
         if subclass:
             _, hook = lookup_mro(self.cls, "__getattr__")
             if isinstance(hook, types.FunctionType):  # inlined; its AttributeError is "missing"
@@ -414,6 +433,8 @@ class DictValue(Value):
         raise attribute_missing(self.describe(), name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if is_special(name):
+            return call_special(tx, self, dict, name, args, kwargs)
         none = ConstantValue(None)
         if name in ("keys", "values", "items") and not args and not kwargs:
             return DictViewValue(self, name, TupleValue)
@@ -460,6 +481,11 @@ class DictValue(Value):
             key, value = item.unpack(tx)
             self.setitem(tx, key, value)
 
+
+#: special methods an OrderedDict shares with dict (its own differ: ``__eq__``, ...)
+_SAME_IN_ORDERED_DICT = frozenset(
+    ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__"]
+)
 
 _DICT_METHODS = frozenset(
     ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear"]
