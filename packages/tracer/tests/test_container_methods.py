@@ -170,3 +170,159 @@ def test_ordered_dict_special_methods_that_differ_from_dicts_break():
         return x + 1, od.__eq__(collections.OrderedDict(a=1))
 
     _breaks(fn, torch.ones(1))
+
+
+# ----------------------------------------------------------------- sets
+def test_set_methods_returning_new_sets_iterate_in_pythons_order():
+    def fn(x):
+        s = {5, 1, 9, 33, 17}
+        t = frozenset("abc")
+        return (
+            x + 1,
+            list(s.union([2, 65], (129,))),
+            list(s.intersection({1, 9, 100})),
+            list(s.difference([1], {9})),
+            list(s.symmetric_difference([9, 10])),
+            sorted(t.union("cd")),
+            type(t.union("d")).__name__,
+            s.isdisjoint([2, 3]),
+            s.issubset(range(40)),
+            s.issuperset([1, 5]),
+            t.copy() is t,
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_set_in_place_methods_and_pop():
+    def fn(x):
+        s = set(range(10))
+        s.intersection_update([1, 2, 3, 4, 5])
+        s.difference_update({2})
+        s.symmetric_difference_update([5, 6])
+        s.update("ab")
+        popped = s.pop()
+        t = {1, 2}
+        t.clear()
+        u = {3}
+        u.__init__([7, 8])
+        return x + 1, sorted(map(str, s)), popped, t, list(u)
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_set_members_equal_but_of_different_types_keep_pythons_choice():
+    def fn(x):
+        a = {1, 2}
+        b = {1.0, 3}
+        b.add(True)
+        return x + 1, [repr(v) for v in a & b], [repr(v) for v in a.union(b)]
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_set_methods_raise_pythons_errors():
+    def fn(x):
+        out = []
+        for call in (
+            lambda: set().pop(),
+            lambda: {1}.union(5),
+            lambda: {1}.isdisjoint(),
+            lambda: {1}.difference([[]]),
+            lambda: set().__init__(a=1),
+            lambda: {1}.remove(2),
+        ):
+            try:
+                call()
+            except (TypeError, KeyError) as exc:
+                out.append((type(exc).__name__, str(exc)))
+        return x + 1, out
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_set_special_methods_and_comparisons():
+    def fn(x):
+        s = {1, 2}
+        return (
+            x + 1,
+            s.__contains__(1),
+            s.__contains__(frozenset()),
+            {frozenset({1})}.__contains__({1}),
+            s.__len__(),
+            s.__or__({3}),
+            s.__le__({1, 2, 3}),
+            s < {1, 2, 3},
+            s == frozenset([2, 1]),
+            s >= {5},
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_frozenset_has_no_mutating_methods():
+    def fn(x):
+        return x + 1, hasattr(frozenset(), "add"), hasattr(set(), "add")
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_set_pop_of_non_constant_members_breaks():
+    class Thing:
+        pass
+
+    def fn(x, a, b):
+        s = {a, b}
+        return x + 1, s.pop()
+
+    _breaks(fn, torch.ones(1), Thing(), Thing())
+
+
+# ----------------------------------------------------------------- dict subclasses
+class _Dict(dict):
+    pass
+
+
+class _DictWithMethod(dict):
+    def extra(self) -> int:
+        return 1
+
+
+def test_a_dict_subclass_that_defines_nothing_is_constructed_in_the_trace():
+    def fn(x):
+        d = _Dict(a=1)
+        d["b"] = 2
+        e = _Dict([(1, 2)])
+        return x + 1, d, type(d).__name__, type(d.copy()).__name__, e, isinstance(e, dict)
+
+    got = _same_as_eager(fn, torch.ones(1))
+    assert type(got[1]) is _Dict
+
+
+def test_copy_and_or_of_dicts_keep_pythons_classes():
+    def fn(x):
+        od = collections.OrderedDict(a=1)
+        d = _Dict(b=2)
+        return (
+            x + 1,
+            type(od.copy()).__name__,
+            type(od | {"c": 3}).__name__,
+            type(d | {"c": 3}).__name__,
+            type({} | d).__name__,
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_a_dict_subclass_that_defines_methods_is_not_built_as_a_dict():
+    def fn(x):
+        return x + 1, _DictWithMethod(a=1).extra()
+
+    _breaks(fn, torch.ones(1))
+
+
+def test_or_with_an_ordered_dict_on_the_right_breaks():
+    def fn(x):
+        return x + 1, {"a": 1} | collections.OrderedDict(b=2)
+
+    _breaks(fn, torch.ones(1))

@@ -156,7 +156,9 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         if result is not None:
             return result
     if isinstance(a, DictValue) and isinstance(b, DictValue) and fn is operator.or_:
-        out = DictValue(dict(a.entries))
+        if b.cls is not a.cls and issubclass(b.cls, a.cls) and b.cls.__ror__ is not a.cls.__ror__:
+            raise Unsupported(f"{b.cls.__qualname__}.__ror__ (a subclass's reflected |)")
+        out = DictValue(dict(a.entries), cls=a.copy_class())
         out.update_from(tx, b)
         return out
     if isinstance(a, SetValue) and isinstance(b, SetValue):
@@ -201,8 +203,10 @@ def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
 def _fold_set(tx: Context, fn: Any, a: SetValue, b: SetValue) -> Value:
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor):
         return a.combine(tx, fn, b)
-    if a.is_constant() and b.is_constant():
-        return _fold(fn, a, b)
+    if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+        # two keys are equal exactly when Python finds the members equal: the key sets
+        # compare as the sets do
+        return ConstantValue(fn(a.order, b.order))
     raise Unsupported(f"the operator {_op_name(fn)} on sets")
 
 

@@ -444,7 +444,7 @@ class DictValue(Value):
                 return self.entries[k][1]
             return args[1] if len(args) > 1 else none
         if name == "copy":
-            return DictValue(dict(self.entries), cls=self.cls)
+            return DictValue(dict(self.entries), cls=self.copy_class())
         self.check_mutable(tx)
         if name == "update":
             if args:
@@ -470,6 +470,15 @@ class DictValue(Value):
             self.entries.clear()
             return none
         raise Unsupported(f"dict.{name}")
+
+    def copy_class(self) -> type:
+        """The class of ``d.copy()`` and ``d | other``: dict's make a plain dict, even of a
+        subclass; OrderedDict's make an OrderedDict."""
+        if self.cls is collections.OrderedDict:
+            return self.cls
+        if issubclass(self.cls, collections.OrderedDict):
+            raise Unsupported(f"copying a {self.cls.__qualname__} (its class's own copy)")
+        return dict
 
     def update_from(self, tx: Context, other: Value) -> None:
         if isinstance(other, DictValue):
