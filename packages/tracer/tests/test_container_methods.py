@@ -326,3 +326,103 @@ def test_or_with_an_ordered_dict_on_the_right_breaks():
         return x + 1, {"a": 1} | collections.OrderedDict(b=2)
 
     _breaks(fn, torch.ones(1))
+
+
+def test_a_set_input_with_builtin_function_members():
+    import operator
+
+    def fn(x, s):
+        return x + 1, s.isdisjoint({0}), s & {operator.add, 5}, list(s), operator.add in s
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    for s in ({0, "zero", operator.add}, {operator.add}, {operator.sub, 1}):
+        assert _equal(compiled(torch.ones(1), s), fn(torch.ones(1), s))
+
+
+# ----------------------------------------------------------------- builtin functions
+def test_functions_of_a_fresh_copy_of_the_operator_c_module():
+    from test.support import import_helper
+
+    fresh = import_helper.import_fresh_module("operator", fresh=["_operator"])
+
+    def fn(x):
+        xs = [1, 2]
+        fresh.setitem(xs, 0, 5)
+        return x + 1, fresh.add(2, 3), fresh.lt(1, 2), fresh.getitem(xs, 0), fresh.neg(4)
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_operator_functions_with_wrong_arguments_raise_pythons_type_error():
+    import operator
+
+    def fn(x):
+        out = []
+        for call in (lambda: operator.add(1), lambda: operator.neg(), lambda: operator.lt(a=1)):
+            try:
+                call()
+            except TypeError as exc:
+                out.append(str(exc))
+        return x + 1, out
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+# ----------------------------------------------------------------- dict methods
+def test_dict_popitem_is_last_in_first_out():
+    def fn(x):
+        d = {"a": 1, "b": 2}
+        d["c"] = 3
+        first = d.popitem()
+        out = []
+        for call in (lambda: {}.popitem(), lambda: d.popitem(1)):
+            try:
+                call()
+            except (KeyError, TypeError) as exc:
+                out.append((type(exc).__name__, str(exc)))
+        return x + 1, first, d, out
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_ordered_dict_popitem_and_move_to_end():
+    def fn(x):
+        od = collections.OrderedDict([("a", 1), ("b", 2), ("c", 3)])
+        od.move_to_end("a")
+        od.move_to_end("c", last=False)
+        od.move_to_end("b", False)
+        first = od.popitem(last=False)
+        last = od.popitem()
+        out = []
+        for call in (lambda: od.move_to_end("zz"), lambda: collections.OrderedDict().popitem()):
+            try:
+                call()
+            except KeyError as exc:
+                out.append(str(exc))
+        return x + 1, first, last, list(od.items()), out
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_a_dict_moved_to_end_while_iterated_breaks():
+    def fn(x):
+        od = collections.OrderedDict(a=1, b=2)
+        for k in od:
+            od.move_to_end(k)
+        return x + 1
+
+    _breaks(fn, torch.ones(1))
+
+
+def test_a_dict_subclass_input_mutated_is_written_back():
+    def fn(x, d):
+        d["z"] = 26
+        del d["a"]
+        return x + 1
+
+    d = _Dict(a=1, b=2)
+    expected = _Dict(a=1, b=2)
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    compiled(torch.ones(1), d)
+    fn(torch.ones(1), expected)
+    assert list(d.items()) == list(expected.items()) and type(d) is _Dict

@@ -11,6 +11,8 @@ from __future__ import annotations
 import abc
 import builtins
 import collections
+import functools
+import inspect
 import math
 import operator
 import sys
@@ -76,6 +78,30 @@ def _key_of(fn: Any) -> Any:
         hash(fn)
     except TypeError:
         return None
+    if type(fn) is types.BuiltinFunctionType:
+        return _canonical_function(fn)
+    return fn
+
+
+#: C modules whose functions behave the same from any copy of the module (a test's
+#: ``import_fresh_module('operator', fresh=['_operator'])`` makes new function objects)
+_STATELESS_C_MODULES = {"_operator": operator}
+
+
+def _canonical_function(fn: Any) -> Any:
+    """The modelled function a function of a fresh copy of a stateless C module stands for."""
+    owner = getattr(fn, "__self__", None)
+    if not isinstance(owner, types.ModuleType):
+        return fn
+    canonical_module = _STATELESS_C_MODULES.get(owner.__name__)
+    if canonical_module is None:
+        return fn
+    canonical = getattr(canonical_module, fn.__name__, None)
+    if (
+        type(canonical) is types.BuiltinFunctionType
+        and getattr(canonical.__self__, "__name__", None) == owner.__name__
+    ):
+        return canonical
     return fn
 
 
@@ -112,6 +138,7 @@ def call_builtin(
     if handler is not None:
         return handler(tx, args, kwargs)
     if key is not None and key in _OPERATORS:
+        _check_arguments(key, args, kwargs)
         return _OPERATORS[key](tx, args, kwargs)
     if key is not None and key in _FOLDABLE:
         if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
@@ -155,6 +182,30 @@ def call_builtin(
             return tx.call(tx.getattr(receiver, real.__name__), rest, kwargs)
         raise Unsupported(f"calling {fn.describe()} on {receiver.describe()}")
     raise Unsupported(f"calling {fn.describe()}", hint="This builtin is not modelled yet.")
+
+
+@functools.cache
+def _signature_of(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_arguments(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> None:
+    """Python's ``TypeError`` for a call of the C function ``fn`` with arguments it does not
+    take: the real function, called with as many placeholders, raises it before reading them."""
+    signature = _signature_of(fn)
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        try:
+            fn(*([None] * len(args)), **dict.fromkeys(kwargs))
+        except TypeError as exc:
+            raise python_error(TypeError, *exc.args) from None
+        raise Unsupported(f"calling {fn.__name__} with these arguments") from None
 
 
 def _reads_callers_frame(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:

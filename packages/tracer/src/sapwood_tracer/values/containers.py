@@ -354,7 +354,7 @@ class DictValue(Value):
 
     def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
-            if self.cls is not dict:
+            if self.cls is not dict and not _replays_as_dict(self.cls):
                 raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
             # a dict from the inputs: its final contents are written back after the graph
             tx.side_effects.mutate_container(self)
@@ -418,7 +418,7 @@ class DictValue(Value):
             found = class_attribute(tx, self.cls, name, self)
             if found is not None:
                 return found
-        if name in _DICT_METHODS:
+        if name in _DICT_METHODS or (name == "move_to_end" and self.cls is collections.OrderedDict):
             return BoundBuiltinMethod(self, name)
         if has_special(dict, name):
             if self.cls is collections.OrderedDict and name not in _SAME_IN_ORDERED_DICT:
@@ -469,7 +469,47 @@ class DictValue(Value):
             self.deletions += len(self.entries)
             self.entries.clear()
             return none
+        if name == "popitem":
+            return self._popitem(args, kwargs)
+        if name == "move_to_end" and self.cls is collections.OrderedDict:
+            return self._move_to_end(tx, args, kwargs)
         raise Unsupported(f"dict.{name}")
+
+    def _popitem(self, args: list[Value], kwargs: dict) -> Value:
+        """``dict.popitem()`` (the last pair) and ``OrderedDict.popitem(last=True)``."""
+        if self.cls is collections.OrderedDict:
+            last = _flag("popitem", "last", args, kwargs, 0)
+            empty = "dictionary is empty"
+        else:
+            if args or kwargs:
+                raise TracedException(
+                    cls=TypeError,
+                    args=(ConstantValue(f"dict.popitem() takes no arguments ({len(args)} given)"),),
+                )
+            last, empty = True, "popitem(): dictionary is empty"
+        if not self.entries:
+            raise TracedException(cls=KeyError, args=(ConstantValue(empty),))
+        k = next(reversed(self.entries)) if last else next(iter(self.entries))
+        key, value = self.entries.pop(k)
+        self.deletions += 1
+        return TupleValue([key, value])
+
+    def _move_to_end(self, tx: Context, args: list[Value], kwargs: dict) -> Value:
+        if not args:
+            raise Unsupported("OrderedDict.move_to_end without a key (TypeError)")
+        last = _flag("move_to_end", "last", args, kwargs, 1)
+        k = args[0].hash_key(tx)
+        if k not in self.entries:
+            raise TracedException(cls=KeyError, args=(args[0],))
+        pair = self.entries.pop(k)
+        if last:
+            self.entries[k] = pair
+        else:
+            rest = list(self.entries.items())
+            self.entries.clear()
+            self.entries[k] = pair
+            self.entries.update(rest)
+        return ConstantValue(None)
 
     def copy_class(self) -> type:
         """The class of ``d.copy()`` and ``d | other``: dict's make a plain dict, even of a
@@ -497,8 +537,28 @@ _SAME_IN_ORDERED_DICT = frozenset(
 )
 
 _DICT_METHODS = frozenset(
-    ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear"]
+    ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear", "popitem"]
 )
+
+
+def _flag(method: str, name: str, args: list[Value], kwargs: dict, position: int) -> bool:
+    """A boolean argument of an OrderedDict method, given by position or keyword."""
+    rest = args[position:]
+    if len(rest) > 1 or set(kwargs) - {name} or (rest and kwargs):
+        raise Unsupported(f"OrderedDict.{method} with these arguments (TypeError)")
+    flag = rest[0] if rest else kwargs.get(name, ConstantValue(True))
+    if not flag.is_constant():
+        raise Unsupported(f"OrderedDict.{method} with {flag.describe()} for {name}")
+    return bool(flag.as_constant())
+
+
+def _replays_as_dict(cls: type) -> bool:
+    """Whether an input of the dict subclass ``cls`` mutated by the trace is written back
+    exactly by dict's ``clear`` and ``update`` (the subclass keeps dict's mutators)."""
+    return issubclass(cls, dict) and all(
+        getattr(cls, name) is getattr(dict, name)
+        for name in ("clear", "update", "__setitem__", "__delitem__", "pop", "setdefault")
+    )
 
 
 def list_iterator_at(items: list[Any], index: int) -> Any:
