@@ -426,3 +426,83 @@ def test_a_dict_subclass_input_mutated_is_written_back():
     compiled(torch.ones(1), d)
     fn(torch.ones(1), expected)
     assert list(d.items()) == list(expected.items()) and type(d) is _Dict
+
+
+def test_operator_sequence_functions():
+    import operator
+
+    def fn(x):
+        a = [4, 3, 2, 1]
+        operator.delitem(a, 1)
+        it = iter("leave")
+        found = operator.indexOf(it, "a")
+        out = []
+        for call in (lambda: operator.indexOf([1], 5), lambda: operator.concat(1, 2)):
+            try:
+                call()
+            except (ValueError, TypeError) as exc:
+                out.append(str(exc))
+        return (
+            x + 1,
+            a,
+            found,
+            next(it),
+            operator.countOf([1, 2, 1, {}], 1),
+            operator.countOf([{}, 1, {}], {}),
+            operator.concat([1], [2]),
+            operator.concat("py", "thon"),
+            operator.inv(4),
+            out,
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_pure_builtins_fold_on_constants():
+    import struct
+    import sys
+
+    def fn(x):
+        return (
+            x + 1,
+            sys.intern("abc"),
+            struct.unpack("<i", struct.pack("<i", 7)),
+            struct.calcsize("<q"),
+            float.fromhex("0x1.8p1"),
+            int.from_bytes(b"\x01\x00", "little"),
+            bool.from_bytes(b"\x00", "big"),
+            bool.__new__(bool, 1),
+            int.__new__(int, "12"),
+            "upper" in dir("s"),
+            "append" in dir(list),
+            bool(dict),
+            bool(len),
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_new_of_a_builtin_class_for_a_subclass_breaks():
+    class MyInt(int):
+        pass
+
+    def fn(x):
+        return x + 1, int.__new__(MyInt, 3)
+
+    _breaks(fn, torch.ones(1))
+
+
+def test_an_interpreter_setting_read_is_guarded():
+    import sys
+
+    def fn(x):
+        return x + sys.get_int_max_str_digits()
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    before = sys.get_int_max_str_digits()
+    try:
+        assert compiled(torch.zeros(1)).item() == before
+        sys.set_int_max_str_digits(before + 1000)
+        assert compiled(torch.zeros(1)).item() == before + 1000
+    finally:
+        sys.set_int_max_str_digits(before)

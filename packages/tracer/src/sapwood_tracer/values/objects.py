@@ -37,6 +37,7 @@ from .base import (
     ListIteratorValue,
     Value,
     attribute_missing,
+    truth_of_plain_object,
 )
 from .containers import DictValue, TupleValue
 from .exceptions import exception_value
@@ -293,6 +294,9 @@ class ClassValue(Value):
 
     def as_constant(self) -> Any:
         return self.cls
+
+    def truth(self, tx: Context) -> bool:
+        return truth_of_plain_object(self.cls, self.describe())
 
     def getattr(self, tx: Context, name: str) -> Value:
         if name == "__name__":
