@@ -506,3 +506,79 @@ def test_an_interpreter_setting_read_is_guarded():
         assert compiled(torch.zeros(1)).item() == before + 1000
     finally:
         sys.set_int_max_str_digits(before)
+
+
+# ----------------------------------------------------------------- iterators
+def test_iter_of_a_callable_and_a_sentinel():
+    def fn(x):
+        state = [0]
+
+        def counter():
+            state[0] += 1
+            return state[0]
+
+        def stops():
+            state[0] += 1
+            if state[0] > 8:
+                raise StopIteration
+            return state[0]
+
+        it = iter(counter, 4)
+        first = list(it)
+        after = list(it)  # exhausted: the callable is not called again
+        more = list(iter(stops, 100))
+        try:
+            iter(5, 1)
+        except TypeError as exc:
+            error = str(exc)
+        return x + 1, first, after, more, state[0], error, type(it).__name__
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+class _Squares:
+    """The old sequence protocol: ``__getitem__`` and no ``__iter__``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __getitem__(self, i: int) -> int:
+        if i >= self.n:
+            raise IndexError(i)
+        return i * i
+
+
+class _StopsWithStopIteration:
+    def __getitem__(self, i: int) -> int:
+        if i == 2:
+            raise StopIteration
+        return i
+
+
+class _RaisesOther:
+    def __getitem__(self, i: int) -> int:
+        raise ValueError(i)
+
+
+def test_iterating_an_object_with_getitem_and_no_iter():
+    def fn(x):
+        it = iter(_Squares(4))
+        first = next(it)
+        rest = list(it)
+        try:
+            list(_RaisesOther())
+        except ValueError as exc:
+            error = exc.args
+        return (
+            x + 1,
+            first,
+            rest,
+            list(it),
+            list(_StopsWithStopIteration()),
+            max(_Squares(3)),
+            tuple(_Squares(2)),
+            error,
+            type(it).__name__,
+        )
+
+    _same_as_eager(fn, torch.ones(1))

@@ -8,6 +8,7 @@ import builtins
 
 from ..errors import TracedException, Unsupported
 from ..values.base import (
+    BuiltinValue,
     ConstantValue,
     Context,
     IteratorRecipe,
@@ -22,7 +23,7 @@ from ..values.containers import (
     TupleValue,
     list_iterator_at,
 )
-from ..values.exceptions import python_error
+from ..values.exceptions import exception_value, python_error
 from ..values.iterators import MapIteratorValue
 from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
@@ -32,9 +33,46 @@ __all__: list[str] = []
 
 @handles(builtins.iter)
 def _iter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if len(args) != 1:
-        raise Unsupported("iter() with a sentinel")
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("iter() with other than one or two positional arguments (TypeError)")
+    if len(args) == 2:
+        if not tx.call_builtin(BuiltinValue(builtins.callable), [args[0]], {}).as_constant():
+            raise python_error(TypeError, "iter(v, w): v must be callable")
+        return _CallableIterator(args[0], args[1])
     return tx.iterate(args[0])
+
+
+class _CallableIterator(IteratorValue):
+    """``iter(fn, sentinel)``: calls ``fn()`` at each step until it returns something equal to
+    the sentinel (or raises StopIteration); once exhausted it never calls ``fn`` again."""
+
+    __slots__ = ("fn", "sentinel")
+
+    def __init__(self, fn: Value, sentinel: Value) -> None:
+        super().__init__(None)
+        self.fn: Value | None = fn
+        self.sentinel = sentinel
+
+    def describe(self) -> str:
+        return "a callable_iterator"
+
+    def python_type(self) -> type:
+        return type(iter(int, 0))
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.fn is None:
+            return None
+        try:
+            value = tx.call(self.fn, [], {})
+        except TracedException as raised:
+            if issubclass(getattr(exception_value(raised), "cls", type(None)), StopIteration):
+                self.fn = None
+                return None
+            raise
+        if tx.equal(value, self.sentinel):
+            self.fn = None
+            return None
+        return value
 
 
 @handles(builtins.next)

@@ -97,6 +97,9 @@ class _UserProtocols(Value):
             # __len__, that is exactly the indices below len(self)
             n = self.length(tx)
             return ListIteratorValue([self.getitem(tx, ConstantValue(i)) for i in range(n)])
+        klass, _ = lookup_mro(self.python_type(), "__iter__")
+        if klass is None and self._has("__getitem__"):
+            return SequenceIteratorValue(self)  # the old protocol: self[0], self[1], ...
         iterator = self._dunder(tx, "__iter__", [])
         if isinstance(iterator, _UserProtocols) and iterator._has("__next__"):
             return UserIteratorValue(iterator)  # (often the object itself)
@@ -120,6 +123,47 @@ class _UserProtocols(Value):
         )[0] not in (None, object):
             raise Unsupported(f"the truth value of {self.describe()}")
         return True
+
+
+class SequenceIteratorValue(IteratorValue):
+    """``iter(obj)`` of an object whose class has ``__getitem__`` and no ``__iter__``: each
+    step inlines ``obj[i]`` for the next ``i``; IndexError or StopIteration there ends the
+    iteration, for good (Python's iterator lets the object go)."""
+
+    __slots__ = ("index", "target")
+
+    def __init__(self, target: _UserProtocols) -> None:
+        super().__init__(None)
+        self.target: _UserProtocols | None = target
+        self.index = 0
+
+    def describe(self) -> str:
+        return "an iterator over a sequence"
+
+    def python_type(self) -> type:
+        return _SEQUENCE_ITERATOR
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.target is None:
+            return None
+        try:
+            value = self.target.getitem(tx, ConstantValue(self.index))
+        except TracedException as raised:
+            cls = getattr(exception_value(raised), "cls", type(None))
+            if issubclass(cls, (IndexError, StopIteration)):
+                self.target = None
+                return None
+            raise
+        self.index += 1
+        return value
+
+
+class _OldSequence:
+    def __getitem__(self, index: int) -> int:
+        raise IndexError
+
+
+_SEQUENCE_ITERATOR = type(iter(_OldSequence()))
 
 
 class UserIteratorValue(IteratorValue):
