@@ -582,3 +582,62 @@ def test_iterating_an_object_with_getitem_and_no_iter():
         )
 
     _same_as_eager(fn, torch.ones(1))
+
+
+class _AlwaysEq:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+
+class _NeverEq:
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+class _Plain:
+    pass
+
+
+class _Base:
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+class _Derived(_Base):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+def test_membership_and_count_use_the_objects_own_eq():
+    def fn(x):
+        always, never, plain = _AlwaysEq(), _NeverEq(), _Plain()
+        a = [0, 1, 2] * 3
+        return (
+            x + 1,
+            a.count(always),
+            [always, always].count(1),
+            [always, always].count(never),
+            [never, never].count(always),
+            (never, never).count(never),
+            [plain, 1].index(1),
+            always in (1, 2),
+            [1] == always,  # noqa: SIM300 (the list's __eq__ first)
+            (1,) == always,  # noqa: SIM300
+            [1] == (1,),
+            _Base() == _Derived(),
+            plain in [1, 2],
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_list_remove_and_index_with_an_eq_object():
+    def fn(x):
+        a = [5, 6, 7]
+        a.remove(_AlwaysEq())
+        return x + 1, a, [3, 4].index(_AlwaysEq())
+
+    _same_as_eager(fn, torch.ones(1))

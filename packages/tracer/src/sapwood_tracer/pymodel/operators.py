@@ -12,7 +12,7 @@ import operator
 from typing import Any
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute
+from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import ConstantValue, Context, Value
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import raised_for_real
@@ -195,7 +195,9 @@ def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
         if a.is_constant() and b.is_constant():
             return _fold(fn, a, b)
-        if fn in (operator.eq, operator.ne) and type(a) is not type(b):
+        builtin = (TupleValue, ListValue, ConstantValue)
+        mixed = type(a) is not type(b) and isinstance(a, builtin) and isinstance(b, builtin)
+        if fn in (operator.eq, operator.ne) and mixed:
             return ConstantValue(fn is operator.ne)
     return None
 
@@ -210,13 +212,23 @@ def _fold_set(tx: Context, fn: Any, a: SetValue, b: SetValue) -> Value:
     raise Unsupported(f"the operator {_op_name(fn)} on sets")
 
 
+#: object's comparison methods that return NotImplemented for any other object (object's
+#: ``__ne__`` is not one: it inverts ``__eq__``)
+_OBJECTS_NOT_IMPLEMENTED = frozenset({"__eq__", "__lt__", "__le__", "__gt__", "__ge__"})
+
+
 def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     names = _DUNDER.get(fn)
     if names is None:
         return None
-    for receiver, other, name in ((a, b, names[0]), (b, a, names[1])):
+    order = ((a, b, names[0]), (b, a, names[1]))
+    if _reflected_first(a, b, names[1]):
+        order = (order[1], order[0])
+    for receiver, other, name in order:
         if isinstance(receiver, (ObjectValue, NewObjectValue)):
             cls = receiver.python_type()
+            if name in _OBJECTS_NOT_IMPLEMENTED and lookup_mro(cls, name)[0] is object:
+                continue  # object's own: NotImplemented (identity decides ==, below)
             method = class_attribute(tx, cls, name, receiver)
             if method is None:
                 continue
@@ -228,6 +240,21 @@ def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
         same = same_object(tx, a, b)
         return ConstantValue(same if fn is operator.eq else not same)
     return None
+
+
+def _reflected_first(a: Value, b: Value, reflected: str) -> bool:
+    """Python tries ``b``'s reflected method first when ``b``'s class is a proper subclass
+    of ``a``'s that overrides it."""
+    if not isinstance(a, (ObjectValue, NewObjectValue)):
+        return False
+    if not isinstance(b, (ObjectValue, NewObjectValue)):
+        return False
+    ta, tb = a.python_type(), b.python_type()
+    return (
+        tb is not ta
+        and issubclass(tb, ta)
+        and getattr(tb, reflected, None) is not getattr(ta, reflected, None)
+    )
 
 
 def unary(tx: Context, fn: Any, a: Value) -> Value:
