@@ -11,6 +11,7 @@ import torch
 
 import sapwood_tracer
 from sapwood_tracer import Unsupported
+from sapwood_tracer.api import events
 
 
 def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
@@ -641,3 +642,37 @@ def test_list_remove_and_index_with_an_eq_object():
         return x + 1, a, [3, 4].index(_AlwaysEq())
 
     _same_as_eager(fn, torch.ones(1))
+
+
+def _break_here() -> None:
+    sapwood_tracer.graph_break()
+
+
+def test_a_graph_break_inside_loops_over_the_new_iterators():
+    def fn(x):
+        state = [0]
+
+        def counter():
+            state[0] += 1
+            return state[0]
+
+        seen = []
+        for v in iter(counter, 4):
+            _break_here()
+            seen.append(v)
+        squares = iter(_Squares(5))
+        next(squares)
+        for v in squares:
+            _break_here()
+            seen.append(v)
+        return x + 1, seen, state
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    skipped: list[Any] = []
+    stop = events.listen(lambda kind, data: skipped.append(data) if kind == "skip" else None)
+    try:
+        assert _equal(compiled(torch.ones(1)), fn(torch.ones(1)))
+        assert _equal(compiled(torch.ones(1)), fn(torch.ones(1)))
+    finally:
+        stop()
+    assert not skipped  # the loops go on compiled after each break, nothing runs eagerly

@@ -25,6 +25,7 @@ from ..values.containers import (
 )
 from ..values.exceptions import exception_value, python_error
 from ..values.iterators import MapIteratorValue
+from ..values.objects import SequenceIteratorValue, sequence_iterator_at
 from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
 
@@ -58,6 +59,13 @@ class _CallableIterator(IteratorValue):
 
     def python_type(self) -> type:
         return type(iter(int, 0))
+
+    def rebuild(self) -> IteratorRecipe | None:
+        # the callable keeps its own state (its effects are written back at the break): a
+        # new iter(fn, sentinel) goes on as this one would
+        if self.fn is None:
+            return IteratorRecipe(iter, ((),))
+        return IteratorRecipe(iter, (self.fn, self.sentinel))
 
     def next_value(self, tx: Context) -> Value | None:
         if self.fn is None:
@@ -104,6 +112,16 @@ def _dict_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) 
     iterator = DictIteratorValue(DictViewValue(mapping, kind.as_constant(), TupleValue))
     for _ in range(int(position.as_constant())):
         iterator.next_value(tx)
+    return iterator
+
+
+@handles(sequence_iterator_at)
+def _sequence_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    target, index = args
+    iterator = tx.iterate(target)
+    if not isinstance(iterator, SequenceIteratorValue):
+        raise Unsupported(f"a sequence iterator over {target.describe()}")
+    iterator.index = int(index.as_constant())
     return iterator
 
 

@@ -33,6 +33,7 @@ from .base import (
     BuiltinValue,
     ConstantValue,
     Context,
+    IteratorRecipe,
     IteratorValue,
     ListIteratorValue,
     Value,
@@ -51,8 +52,10 @@ __all__ = [
     "ObjectValue",
     "PartialValue",
     "PyModuleValue",
+    "SequenceIteratorValue",
     "SuperValue",
     "WeakRefValue",
+    "sequence_iterator_at",
 ]
 
 
@@ -143,6 +146,11 @@ class SequenceIteratorValue(IteratorValue):
     def python_type(self) -> type:
         return _SEQUENCE_ITERATOR
 
+    def rebuild(self) -> IteratorRecipe | None:
+        if self.target is None:
+            return IteratorRecipe(iter, ((),))
+        return IteratorRecipe(sequence_iterator_at, (self.target, ConstantValue(self.index)))
+
     def next_value(self, tx: Context) -> Value | None:
         if self.target is None:
             return None
@@ -156,6 +164,14 @@ class SequenceIteratorValue(IteratorValue):
             raise
         self.index += 1
         return value
+
+
+def sequence_iterator_at(target: Any, index: int) -> Any:
+    """Python's iterator over an object with ``__getitem__`` and no ``__iter__``, moved on to
+    ``index`` without calling ``__getitem__`` (made again at a graph break)."""
+    iterator = iter(target)
+    iterator.__setstate__(index)
+    return iterator
 
 
 class _OldSequence:
