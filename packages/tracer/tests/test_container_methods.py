@@ -676,3 +676,25 @@ def test_a_graph_break_inside_loops_over_the_new_iterators():
     finally:
         stop()
     assert not skipped  # the loops go on compiled after each break, nothing runs eagerly
+
+
+def test_unpacking_an_iterator_pulls_only_what_python_pulls():
+    def fn(x):
+        calls = [0]
+
+        def counter():
+            calls[0] += 1
+            return calls[0]
+
+        a, b = iter(_Squares(2))
+        try:
+            _c, _d = iter(counter, 100)
+        except ValueError as exc:
+            error = str(exc)
+        try:
+            _e, _f, _g = len
+        except TypeError as exc:
+            not_iterable = str(exc)
+        return x + 1, a, b, error, calls[0], not_iterable
+
+    _same_as_eager(fn, torch.ones(1))
