@@ -698,3 +698,39 @@ def test_unpacking_an_iterator_pulls_only_what_python_pulls():
         return x + 1, a, b, error, calls[0], not_iterable
 
     _same_as_eager(fn, torch.ones(1))
+
+
+class _Countdown:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.iter_calls = 0
+
+    def __iter__(self) -> _Countdown:
+        self.iter_calls += 1
+        return self
+
+    def __next__(self) -> int:
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+def test_a_graph_break_inside_a_loop_over_a_user_iterator():
+    def fn(x):
+        it = _Countdown(3)
+        seen = []
+        for i, v in enumerate(it):
+            _break_here()
+            seen.append((i, v))
+        return x + 1, seen, it.iter_calls, it.n
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    skipped: list[Any] = []
+    stop = events.listen(lambda kind, data: skipped.append(data) if kind == "skip" else None)
+    try:
+        assert _equal(compiled(torch.ones(1)), fn(torch.ones(1)))
+        assert _equal(compiled(torch.ones(1)), fn(torch.ones(1)))
+    finally:
+        stop()
+    assert not skipped

@@ -25,7 +25,14 @@ from ..values.containers import (
 )
 from ..values.exceptions import exception_value, python_error
 from ..values.iterators import MapIteratorValue
-from ..values.objects import SequenceIteratorValue, sequence_iterator_at
+from ..values.objects import (
+    NewObjectValue,
+    ObjectValue,
+    SequenceIteratorValue,
+    UserIteratorValue,
+    sequence_iterator_at,
+    user_iterator_of,
+)
 from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
 
@@ -123,6 +130,14 @@ def _sequence_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Valu
         raise Unsupported(f"a sequence iterator over {target.describe()}")
     iterator.index = int(index.as_constant())
     return iterator
+
+
+@handles(user_iterator_of)
+def _user_iterator_of(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (target,) = args
+    if not isinstance(target, (ObjectValue, NewObjectValue)) or not target._has("__next__"):
+        raise Unsupported(f"iterating {target.describe()} by its __next__")
+    return UserIteratorValue(target)
 
 
 @handles(list_iterator_at)

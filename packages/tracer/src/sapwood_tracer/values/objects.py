@@ -54,8 +54,10 @@ __all__ = [
     "PyModuleValue",
     "SequenceIteratorValue",
     "SuperValue",
+    "UserIteratorValue",
     "WeakRefValue",
     "sequence_iterator_at",
+    "user_iterator_of",
 ]
 
 
@@ -166,6 +168,12 @@ class SequenceIteratorValue(IteratorValue):
         return value
 
 
+def user_iterator_of(target: Any) -> Any:
+    """The object with ``__next__`` that a loop iterates (made again at a graph break: the
+    loop goes on with the object itself, without calling ``__iter__`` again)."""
+    return target
+
+
 def sequence_iterator_at(target: Any, index: int) -> Any:
     """Python's iterator over an object with ``__getitem__`` and no ``__iter__``, moved on to
     ``index`` without calling ``__getitem__`` (made again at a graph break)."""
@@ -197,6 +205,10 @@ class UserIteratorValue(IteratorValue):
 
     def python_type(self) -> type:
         return self.target.python_type()
+
+    def rebuild(self) -> IteratorRecipe | None:
+        # the object is its own iterator state: Python's loop goes on calling its __next__
+        return IteratorRecipe(user_iterator_of, (self.target,))
 
     def next_value(self, tx: Context) -> Value | None:
         try:
