@@ -734,3 +734,11 @@ def test_a_graph_break_inside_a_loop_over_a_user_iterator():
     finally:
         stop()
     assert not skipped
+
+
+def test_popitem_of_an_input_dict_breaks():
+    # the write-back (clear + update) would leave another table than popitem's
+    def fn(x, d):
+        return x + 1, d.popitem()
+
+    _breaks(fn, torch.ones(1), {"a": 1})

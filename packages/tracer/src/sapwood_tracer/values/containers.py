@@ -477,6 +477,10 @@ class DictValue(Value):
 
     def _popitem(self, args: list[Value], kwargs: dict) -> Value:
         """``dict.popitem()`` (the last pair) and ``OrderedDict.popitem(last=True)``."""
+        if self.source is not None:
+            # written back as clear() + update(), the dict would not have the table popitem
+            # leaves (a shared-key instance dict is combined): sys.getsizeof tells them apart
+            raise Unsupported("popitem() of a dict that was passed in")
         if self.cls is collections.OrderedDict:
             last = _flag("popitem", "last", args, kwargs, 0)
             empty = "dictionary is empty"
