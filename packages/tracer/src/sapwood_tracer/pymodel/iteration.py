@@ -25,11 +25,9 @@ from ..values.containers import (
 )
 from ..values.exceptions import exception_value, python_error
 from ..values.iterators import MapIteratorValue
-from ..values.objects import (
-    NewObjectValue,
-    ObjectValue,
+from ..values.objects import NewObjectValue, ObjectValue, UserIteratorValue
+from ..values.sequence_iterators import (
     SequenceIteratorValue,
-    UserIteratorValue,
     sequence_iterator_at,
     user_iterator_of,
 )

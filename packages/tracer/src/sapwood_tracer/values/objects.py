@@ -43,6 +43,7 @@ from .base import (
 from .containers import DictValue, TupleValue
 from .exceptions import exception_value
 from .functions import BoundMethodValue
+from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
 __all__ = [
     "ClassValue",
@@ -52,12 +53,9 @@ __all__ = [
     "ObjectValue",
     "PartialValue",
     "PyModuleValue",
-    "SequenceIteratorValue",
     "SuperValue",
     "UserIteratorValue",
     "WeakRefValue",
-    "sequence_iterator_at",
-    "user_iterator_of",
 ]
 
 
@@ -128,66 +126,6 @@ class _UserProtocols(Value):
         )[0] not in (None, object):
             raise Unsupported(f"the truth value of {self.describe()}")
         return True
-
-
-class SequenceIteratorValue(IteratorValue):
-    """``iter(obj)`` of an object whose class has ``__getitem__`` and no ``__iter__``: each
-    step inlines ``obj[i]`` for the next ``i``; IndexError or StopIteration there ends the
-    iteration, for good (Python's iterator lets the object go)."""
-
-    __slots__ = ("index", "target")
-
-    def __init__(self, target: _UserProtocols) -> None:
-        super().__init__(None)
-        self.target: _UserProtocols | None = target
-        self.index = 0
-
-    def describe(self) -> str:
-        return "an iterator over a sequence"
-
-    def python_type(self) -> type:
-        return _SEQUENCE_ITERATOR
-
-    def rebuild(self) -> IteratorRecipe | None:
-        if self.target is None:
-            return IteratorRecipe(iter, ((),))
-        return IteratorRecipe(sequence_iterator_at, (self.target, ConstantValue(self.index)))
-
-    def next_value(self, tx: Context) -> Value | None:
-        if self.target is None:
-            return None
-        try:
-            value = self.target.getitem(tx, ConstantValue(self.index))
-        except TracedException as raised:
-            cls = getattr(exception_value(raised), "cls", type(None))
-            if issubclass(cls, (IndexError, StopIteration)):
-                self.target = None
-                return None
-            raise
-        self.index += 1
-        return value
-
-
-def user_iterator_of(target: Any) -> Any:
-    """The object with ``__next__`` that a loop iterates (made again at a graph break: the
-    loop goes on with the object itself, without calling ``__iter__`` again)."""
-    return target
-
-
-def sequence_iterator_at(target: Any, index: int) -> Any:
-    """Python's iterator over an object with ``__getitem__`` and no ``__iter__``, moved on to
-    ``index`` without calling ``__getitem__`` (made again at a graph break)."""
-    iterator = iter(target)
-    iterator.__setstate__(index)
-    return iterator
-
-
-class _OldSequence:
-    def __getitem__(self, index: int) -> int:
-        raise IndexError
-
-
-_SEQUENCE_ITERATOR = type(iter(_OldSequence()))
 
 
 class UserIteratorValue(IteratorValue):
