@@ -10,6 +10,7 @@ they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import weakref
 from typing import Any, TypeVar, dataclass_transform
@@ -247,20 +248,31 @@ _STATE_READERS = {
 }
 
 
+#: the interpreter's settings a trace may read: guarded only by the traces that read them
+_SETTING_READERS: dict[str, Any] = {
+    "recursion_limit": sys.getrecursionlimit,
+    "int_max_str_digits": sys.get_int_max_str_digits,
+}
+
+
 @_frozen
 class GlobalStateSource(_Printable):
-    """A piece of torch's global state the graph depends on (grad mode, default dtype, ...)."""
+    """A piece of global state the graph depends on: torch's (grad mode, default dtype, ...,
+    guarded by every trace) or an interpreter setting (the recursion limit, ..., guarded by
+    the traces that read it)."""
 
     state: str
 
     def _render(self) -> str:
+        if self.state in _SETTING_READERS:
+            return f"sys_setting.{self.state}"
         return f"torch_state.{self.state}"
 
     def reader(self) -> Any:
-        return _STATE_READERS[self.state]
+        return _STATE_READERS.get(self.state) or _SETTING_READERS[self.state]
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
-        return _STATE_READERS[self.state]()
+        return self.reader()()
 
 
 def global_state_names() -> tuple[str, ...]:

@@ -184,13 +184,13 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return out
     if cls in (set, frozenset):
         members = tuple(obj)
-        if not is_constant_type(members):
+        if not all(is_constant_type(v) or type(v) is types.BuiltinFunctionType for v in members):
             raise Unsupported("a set input of non-constant members")
         _type_match(tx, source, obj)
         # the members in iteration order: equal sets may iterate in different orders, and
-        # the trace followed this one's
+        # the trace followed this one's (a builtin function is equal only to itself)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
-        return SetValue({v: ConstantValue(v) for v in obj}, cls is frozenset, source, order=obj)
+        return SetValue({v: _set_member(v) for v in obj}, cls is frozenset, source, order=obj)
     if isinstance(obj, os._Environ):
         _type_match(tx, source, obj)
         return EnvironValue(obj, source)
@@ -412,3 +412,8 @@ def wrap_trusted(tx: WrappingSession, obj: Any) -> Value:
 def _held(obj: Any) -> HeldObjectSource:
     label = getattr(obj, "__qualname__", None) or type(obj).__qualname__
     return HeldObjectSource(id(obj), str(label), obj)
+
+
+def _set_member(v: Any) -> Value:
+    """A member of a set input: a constant, or a builtin function (hashed by identity)."""
+    return BuiltinValue(v) if type(v) is types.BuiltinFunctionType else ConstantValue(v)

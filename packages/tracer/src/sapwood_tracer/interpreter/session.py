@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 import types
 from typing import Any
 
@@ -267,6 +268,10 @@ class TraceSession:
             raise Unsupported(
                 "comparing a tensor with == inside 'in' or list.index (data-dependent)"
             )
+        if _plain_user_object(a) or _plain_user_object(b):
+            # the object's own __eq__ (inlined), reflected as Python does; a builtin operand's
+            # __eq__ gives NotImplemented for it
+            return self.truth(operators.binary(self, operator.eq, a, b))
         for v in (a, b):
             if (
                 getattr(v.python_type(), "__eq__", object.__eq__) is not object.__eq__
@@ -410,3 +415,11 @@ def root_sources(code: types.CodeType) -> list[tuple[str, LocalSource]]:
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
     return [(n, LocalSource(n)) for n in code.co_varnames[:count]]
+
+
+def _plain_user_object(value: Value) -> bool:
+    """A user object whose class subclasses no builtin type but object: ``==`` with it is
+    decided by its own (inlined) methods, or by identity."""
+    if not isinstance(value, (ObjectValue, NewObjectValue)):
+        return False
+    return all(k is object or k.__module__ != "builtins" for k in value.python_type().__mro__)

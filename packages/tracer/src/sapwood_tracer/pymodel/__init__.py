@@ -5,11 +5,12 @@ Each module models one family of callables or operations over values
 (:mod:`sapwood_tracer.values`); the values reach these models through the trace
 (:mod:`sapwood_tracer.context`), never by importing them. Importing the package registers
 every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the builtins over
-iterators, :mod:`.stdlib` adds ``functools``, ``itertools`` and ``operator``.
+iterators, :mod:`.settings` adds interpreter settings and immutable constructors,
+:mod:`.stdlib` adds ``functools``, ``itertools`` and ``operator``.
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
 
-from . import builtins, iteration, stdlib
+from . import builtins, iteration, settings, stdlib
 
-__all__ = ["builtins", "iteration", "stdlib"]
+__all__ = ["builtins", "iteration", "settings", "stdlib"]

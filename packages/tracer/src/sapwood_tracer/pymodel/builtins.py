@@ -7,18 +7,18 @@ iterators they act on the values.
 """
 
 from __future__ import annotations
-import __future__
 
 import abc
 import builtins
 import collections
 import functools
+import inspect
 import math
 import operator
+import struct
 import sys
 import types
 import typing
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +44,7 @@ from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
+from .caller_frames import reads_callers_frame
 
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
 
@@ -68,6 +69,16 @@ _FOLDABLE: set[Any] = {
     str.join,
     str.format,
 }
+_FOLDABLE |= {
+    sys.intern,
+    struct.pack,
+    struct.unpack,
+    struct.calcsize,
+    float.fromhex,
+    bytes.fromhex,
+    int.from_bytes,
+    bool.from_bytes,
+}
 for _name in dir(math):
     _obj = getattr(math, _name)
     if callable(_obj):
@@ -79,6 +90,30 @@ def _key_of(fn: Any) -> Any:
         hash(fn)
     except TypeError:
         return None
+    if type(fn) is types.BuiltinFunctionType:
+        return _canonical_function(fn)
+    return fn
+
+
+#: C modules whose functions behave the same from any copy of the module (a test's
+#: ``import_fresh_module('operator', fresh=['_operator'])`` makes new function objects)
+_STATELESS_C_MODULES = {"_operator": operator}
+
+
+def _canonical_function(fn: Any) -> Any:
+    """The modelled function a function of a fresh copy of a stateless C module stands for."""
+    owner = getattr(fn, "__self__", None)
+    if not isinstance(owner, types.ModuleType):
+        return fn
+    canonical_module = _STATELESS_C_MODULES.get(owner.__name__)
+    if canonical_module is None:
+        return fn
+    canonical = getattr(canonical_module, fn.__name__, None)
+    if (
+        type(canonical) is types.BuiltinFunctionType
+        and getattr(canonical.__self__, "__name__", None) == owner.__name__
+    ):
+        return canonical
     return fn
 
 
@@ -102,7 +137,7 @@ def call_builtin(
     real = fn.fn
     if real is weakref.proxy:
         raise weakly_referenced("weakref.proxy")
-    if _reads_callers_frame(tx, real, args, kwargs):
+    if reads_callers_frame(tx, real, args, kwargs):
         exc = Unsupported(
             f"calling {fn.describe()}, which reads the frame it is called from",
             hint="The function runs eagerly as a whole (a graph break would run the call "
@@ -115,6 +150,7 @@ def call_builtin(
     if handler is not None:
         return handler(tx, args, kwargs)
     if key is not None and key in _OPERATORS:
+        _check_arguments(key, args, kwargs)
         return _OPERATORS[key](tx, args, kwargs)
     if key is not None and key in _FOLDABLE:
         if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
@@ -146,6 +182,11 @@ def call_builtin(
         # an unbound method of a builtin type (str.upper, dict.get, ...) called on a value:
         # the builtin type's own behaviour, even where a subclass overrides the method
         receiver, rest = args[0], args[1:]
+        if not issubclass(receiver.python_type(), owner):
+            raise Unsupported(
+                f"calling {fn.describe()} on {receiver.describe()}, not a {owner.__name__} "
+                "(TypeError)"
+            )
         call_method = getattr(receiver, "call_method", None)
         if call_method is not None:
             return call_method(tx, real.__name__, rest, kwargs)  # type: ignore[no-any-return]
@@ -155,63 +196,28 @@ def call_builtin(
     raise Unsupported(f"calling {fn.describe()}", hint="This builtin is not modelled yet.")
 
 
-def _reads_callers_frame(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> bool:
-    """Builtins whose answer depends on the frame that calls them: run anywhere else (at a
-    graph break, from generated code) they would see the wrong locals, globals, file and line
-    or ``__future__`` flags."""
-    if fn is builtins.locals or fn is builtins.globals or fn in _FRAME_READERS:
-        return True
-    if fn is builtins.vars or fn is builtins.dir:
-        return not args and not kwargs
-    if fn is builtins.type:
-        # a new class takes ``__module__`` from the calling frame's globals
-        return len(args) == 3 and not _names_module(args[2])
-    if fn is builtins.eval or fn is builtins.exec:
-        if len(args) < 2 and "globals" not in kwargs:
-            return True
-        # source text compiles with the calling code's ``from __future__`` flags
-        source_text = bool(args) and not issubclass(args[0].python_type(), types.CodeType)
-        return source_text and _future_flags(tx) != 0
-    if fn is builtins.compile:
-        inherit = args[4] if len(args) > 4 else kwargs.get("dont_inherit")
-        inherits = inherit is None or not (inherit.is_constant() and inherit.as_constant())
-        return inherits and _future_flags(tx) != 0
-    return False
+@functools.cache
+def _signature_of(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
-#: Builtins that read the calling frame whatever their arguments: ``warnings.warn`` takes the
-#: file, line, module and warning registry of the frame ``stacklevel`` up.
-_FRAME_READERS: frozenset[Any] = frozenset(
-    fn
-    for fn in (
-        sys._getframe,
-        getattr(sys, "_getframemodulename", None),
-        warnings.warn,
-        builtins.breakpoint,
-    )
-    if fn is not None
-)
-
-
-def _names_module(namespace: Value) -> bool:
-    """Whether a class namespace passed to ``type()`` sets ``__module__`` itself."""
-    if isinstance(namespace, DictValue):
-        return any(
-            key.is_constant() and key.as_constant() == "__module__"
-            for key, _ in namespace.entries.values()
-        )
-    return False
-
-
-def _future_flags(tx: Context) -> int:
-    """The ``from __future__`` flags of the code running in the innermost traced frame."""
-    frames = tx.frames
-    return frames[-1].code.co_flags & _FUTURE_FLAGS if frames else 0
-
-
-_FUTURE_FLAGS = functools.reduce(
-    operator.or_, (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
-)
+def _check_arguments(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> None:
+    """Python's ``TypeError`` for a call of the C function ``fn`` with arguments it does not
+    take: the real function, called with as many placeholders, raises it before reading them."""
+    signature = _signature_of(fn)
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        try:
+            fn(*([None] * len(args)), **dict.fromkeys(kwargs))
+        except TypeError as exc:
+            raise python_error(TypeError, *exc.args) from None
+        raise Unsupported(f"calling {fn.__name__} with these arguments") from None
 
 
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}

@@ -20,8 +20,8 @@ import torch
 from ..errors import Unsupported, weakly_referenced
 from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute
-from ..values.base import ConstantValue, Context, Value, is_constant_type
-from ..values.containers import NamedTupleValue
+from ..values.base import BuiltinValue, ConstantValue, Context, Value, is_constant_type
+from ..values.containers import DictValue, NamedTupleValue
 from ..values.exceptions import (
     ExceptionValue,
     has_builtin_init,
@@ -165,6 +165,12 @@ def construct(
         raise Unsupported(
             f"constructing {cls.__qualname__}, whose metaclass is {type(cls).__qualname__}"
         )
+    if _plain_subclass_of(cls, dict):
+        # nothing of dict's is overridden: dict's own construction, of this class
+        made = tx.call_builtin(BuiltinValue(dict), args, kwargs)
+        assert isinstance(made, DictValue)
+        made.cls = cls
+        return made
     if cls.__new__ is not object.__new__:
         raise Unsupported(f"constructing {cls.__qualname__}, which defines __new__")
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
@@ -179,6 +185,24 @@ def construct(
     if not (returned.is_constant() and returned.as_constant() is None):
         raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
     return obj
+
+
+#: what a class statement puts in every class's namespace
+_INERT_NAMES = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+
+
+def _plain_subclass_of(cls: type, base: type) -> bool:
+    """Whether ``cls`` subclasses the builtin ``base`` through classes that define nothing
+    (``class Dict(dict): pass``) under the plain metaclass: its instances behave as
+    ``base``'s, except for their type."""
+    if type(cls) is not type or cls is base:
+        return False
+    for klass in cls.__mro__:
+        if klass is base:
+            return True
+        if klass.__module__ == "builtins" or not _INERT_NAMES.issuperset(klass.__dict__):
+            return False
+    return False
 
 
 def _python_defines(cls: type, name: str) -> bool:

@@ -8,6 +8,7 @@ import builtins
 
 from ..errors import TracedException, Unsupported
 from ..values.base import (
+    BuiltinValue,
     ConstantValue,
     Context,
     IteratorRecipe,
@@ -22,8 +23,14 @@ from ..values.containers import (
     TupleValue,
     list_iterator_at,
 )
-from ..values.exceptions import python_error
+from ..values.exceptions import exception_value, python_error
 from ..values.iterators import MapIteratorValue
+from ..values.objects import NewObjectValue, ObjectValue, UserIteratorValue
+from ..values.sequence_iterators import (
+    SequenceIteratorValue,
+    sequence_iterator_at,
+    user_iterator_of,
+)
 from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
 
@@ -32,9 +39,53 @@ __all__: list[str] = []
 
 @handles(builtins.iter)
 def _iter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if len(args) != 1:
-        raise Unsupported("iter() with a sentinel")
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("iter() with other than one or two positional arguments (TypeError)")
+    if len(args) == 2:
+        if not tx.call_builtin(BuiltinValue(builtins.callable), [args[0]], {}).as_constant():
+            raise python_error(TypeError, "iter(v, w): v must be callable")
+        return _CallableIterator(args[0], args[1])
     return tx.iterate(args[0])
+
+
+class _CallableIterator(IteratorValue):
+    """``iter(fn, sentinel)``: calls ``fn()`` at each step until it returns something equal to
+    the sentinel (or raises StopIteration); once exhausted it never calls ``fn`` again."""
+
+    __slots__ = ("fn", "sentinel")
+
+    def __init__(self, fn: Value, sentinel: Value) -> None:
+        super().__init__(None)
+        self.fn: Value | None = fn
+        self.sentinel = sentinel
+
+    def describe(self) -> str:
+        return "a callable_iterator"
+
+    def python_type(self) -> type:
+        return type(iter(int, 0))
+
+    def rebuild(self) -> IteratorRecipe | None:
+        # the callable keeps its own state (its effects are written back at the break): a
+        # new iter(fn, sentinel) goes on as this one would
+        if self.fn is None:
+            return IteratorRecipe(iter, ((),))
+        return IteratorRecipe(iter, (self.fn, self.sentinel))
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.fn is None:
+            return None
+        try:
+            value = tx.call(self.fn, [], {})
+        except TracedException as raised:
+            if issubclass(getattr(exception_value(raised), "cls", type(None)), StopIteration):
+                self.fn = None
+                return None
+            raise
+        if tx.equal(value, self.sentinel):
+            self.fn = None
+            return None
+        return value
 
 
 @handles(builtins.next)
@@ -67,6 +118,24 @@ def _dict_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) 
     for _ in range(int(position.as_constant())):
         iterator.next_value(tx)
     return iterator
+
+
+@handles(sequence_iterator_at)
+def _sequence_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    target, index = args
+    iterator = tx.iterate(target)
+    if not isinstance(iterator, SequenceIteratorValue):
+        raise Unsupported(f"a sequence iterator over {target.describe()}")
+    iterator.index = int(index.as_constant())
+    return iterator
+
+
+@handles(user_iterator_of)
+def _user_iterator_of(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    (target,) = args
+    if not isinstance(target, (ObjectValue, NewObjectValue)) or not target._has("__next__"):
+        raise Unsupported(f"iterating {target.describe()} by its __next__")
+    return UserIteratorValue(target)
 
 
 @handles(list_iterator_at)

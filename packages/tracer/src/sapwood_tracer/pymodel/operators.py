@@ -168,7 +168,9 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         if result is not None:
             return result
     if isinstance(a, DictValue) and isinstance(b, DictValue) and fn is operator.or_:
-        out = DictValue(dict(a.entries))
+        if b.cls is not a.cls and issubclass(b.cls, a.cls) and b.cls.__ror__ is not a.cls.__ror__:
+            raise Unsupported(f"{b.cls.__qualname__}.__ror__ (a subclass's reflected |)")
+        out = DictValue(dict(a.entries), cls=a.copy_class())
         out.update_from(tx, b)
         return out
     if isinstance(a, SetValue) and isinstance(b, SetValue):
@@ -226,7 +228,9 @@ def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
         if a.is_constant() and b.is_constant():
             return _fold(fn, a, b)
-        if fn in (operator.eq, operator.ne) and type(a) is not type(b):
+        builtin = (TupleValue, ListValue, ConstantValue)
+        mixed = type(a) is not type(b) and isinstance(a, builtin) and isinstance(b, builtin)
+        if fn in (operator.eq, operator.ne) and mixed:
             return ConstantValue(fn is operator.ne)
     return None
 
@@ -234,8 +238,10 @@ def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
 def _fold_set(tx: Context, fn: Any, a: SetValue, b: SetValue) -> Value:
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor):
         return a.combine(tx, fn, b)
-    if a.is_constant() and b.is_constant():
-        return _fold(fn, a, b)
+    if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+        # two keys are equal exactly when Python finds the members equal: the key sets
+        # compare as the sets do
+        return ConstantValue(fn(a.order, b.order))
     raise Unsupported(f"the operator {_op_name(fn)} on sets")
 
 
@@ -326,13 +332,23 @@ _UNARY_DUNDER = {
 }
 
 
+#: object's comparison methods that return NotImplemented for any other object (object's
+#: ``__ne__`` is not one: it inverts ``__eq__``)
+_OBJECTS_NOT_IMPLEMENTED = frozenset({"__eq__", "__lt__", "__le__", "__gt__", "__ge__"})
+
+
 def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     names = _DUNDER.get(fn)
     if names is None:
         return None
-    for receiver, other, name in ((a, b, names[0]), (b, a, names[1])):
+    order = ((a, b, names[0]), (b, a, names[1]))
+    if _reflected_first(a, b, names[1]):
+        order = (order[1], order[0])
+    for receiver, other, name in order:
         if isinstance(receiver, (ObjectValue, NewObjectValue)):
             cls = receiver.python_type()
+            if name in _OBJECTS_NOT_IMPLEMENTED and lookup_mro(cls, name)[0] is object:
+                continue  # object's own: NotImplemented (identity decides ==, below)
             method = class_attribute(tx, cls, name, receiver)
             if method is None:
                 continue
@@ -344,6 +360,21 @@ def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
         same = same_object(tx, a, b)
         return ConstantValue(same if fn is operator.eq else not same)
     return None
+
+
+def _reflected_first(a: Value, b: Value, reflected: str) -> bool:
+    """Python tries ``b``'s reflected method first when ``b``'s class is a proper subclass
+    of ``a``'s that overrides it."""
+    if not isinstance(a, (ObjectValue, NewObjectValue)):
+        return False
+    if not isinstance(b, (ObjectValue, NewObjectValue)):
+        return False
+    ta, tb = a.python_type(), b.python_type()
+    return (
+        tb is not ta
+        and issubclass(tb, ta)
+        and getattr(tb, reflected, None) is not getattr(ta, reflected, None)
+    )
 
 
 def unary(tx: Context, fn: Any, a: Value) -> Value:

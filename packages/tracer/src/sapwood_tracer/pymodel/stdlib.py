@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import Unsupported
 from ..values.base import ConstantValue, Context, IteratorValue, ListIteratorValue, Value
-from ..values.containers import TupleValue
+from ..values.containers import ListValue, TupleValue
 from ..values.exceptions import python_error
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.identity import same_object
@@ -271,6 +271,52 @@ def _setitem(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 _OPERATORS[operator.setitem] = _setitem
 _OPERATORS[operator.mul] = _binary_fn(operator.mul)
+_OPERATORS[operator.inv] = _unary_fn(operator.invert)
+
+
+def _delitem(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    args[0].delitem(tx, args[1])
+    return ConstantValue(None)
+
+
+_OPERATORS[operator.delitem] = _delitem
+
+
+def _matches(tx: Context, sequence: Value, item: Value) -> Any:
+    """The items of ``sequence`` as ``countOf``/``indexOf`` read them, each with whether it
+    is ``item`` or equal to it; the iteration stops where the caller stops reading."""
+    iterator = tx.iterate(sequence)
+    assert isinstance(iterator, IteratorValue)
+    while (value := iterator.next_value(tx)) is not None:
+        yield tx.equal(value, item)
+
+
+def _count_of(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return ConstantValue(sum(_matches(tx, args[0], args[1])))
+
+
+def _index_of(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    for index, found in enumerate(_matches(tx, args[0], args[1])):
+        if found:
+            return ConstantValue(index)
+    raise python_error(ValueError, "sequence.index(x): x not in sequence")
+
+
+def _concat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    a, b = args
+    if a.is_constant() and b.is_constant() and isinstance(a, ConstantValue):
+        try:
+            return ConstantValue(operator.concat(a.as_constant(), b.as_constant()))
+        except TypeError as exc:
+            raise python_error(TypeError, *exc.args) from None
+    if isinstance(a, (ListValue, TupleValue)) and type(a) is type(b):
+        return ops.binary(tx, operator.add, a, b)
+    raise Unsupported(f"operator.concat of {a.describe()} and {b.describe()}")
+
+
+_OPERATORS[operator.countOf] = _count_of
+_OPERATORS[operator.indexOf] = _index_of
+_OPERATORS[operator.concat] = _concat
 
 
 @handles(inspect.signature)

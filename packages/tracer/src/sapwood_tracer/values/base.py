@@ -35,6 +35,7 @@ __all__ = [
     "Value",
     "attribute_missing",
     "is_constant_type",
+    "truth_of_plain_object",
 ]
 
 #: The running trace as a value sees it (implemented by the interpreter's session).
@@ -285,12 +286,23 @@ class BuiltinValue(Value):
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return tx.call_builtin(self, args, kwargs)
 
+    def truth(self, tx: Context) -> bool:
+        return truth_of_plain_object(self.fn, self.describe())
+
     def getattr(self, tx: Context, name: str) -> Value:
         try:
             attr = getattr(self.fn, name)
         except AttributeError:
             raise attribute_missing(self.describe(), name) from None
         return tx.constant_or_wrap(attr)
+
+
+def truth_of_plain_object(obj: Any, what: str) -> bool:
+    """``bool(obj)`` for an object whose class (a function's, a class's metaclass) defines
+    neither ``__bool__`` nor ``__len__``: always true."""
+    if any("__bool__" in k.__dict__ or "__len__" in k.__dict__ for k in type(obj).__mro__):
+        raise Unsupported(f"the truth value of {what}")
+    return True
 
 
 class BoundBuiltinMethod(Value):

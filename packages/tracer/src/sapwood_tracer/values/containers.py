@@ -25,11 +25,11 @@ from .base import (
     BoundBuiltinMethod,
     ConstantValue,
     Context,
-    IteratorRecipe,
-    IteratorValue,
     Value,
     attribute_missing,
 )
+from .dunders import call_special, has_special, is_special, special_method
+from .list_iterators import ListValueIterator, SliceValue, list_iterator_at
 from .views import DictIteratorValue, DictViewValue
 
 __all__ = [
@@ -129,9 +129,13 @@ class TupleValue(_SequenceValue):
     def getattr(self, tx: Context, name: str) -> Value:
         if name in ("count", "index"):
             return BoundBuiltinMethod(self, name)
+        if has_special(tuple, name):
+            return special_method(self, tuple, name)
         raise attribute_missing(self.describe(), name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if is_special(name):
+            return call_special(tx, self, tuple, name, args, kwargs)
         if name == "count":
             return ConstantValue(sum(tx.equal(v, args[0]) for v in self.items))
         for i in _index_range(len(self.items), args, kwargs):
@@ -208,8 +212,10 @@ class ListValue(_SequenceValue):
         return ListValueIterator(self, 0)
 
     def getattr(self, tx: Context, name: str) -> Value:
-        if name in _LIST_METHODS:
+        if name in _LIST_METHODS or name == "__init__":
             return BoundBuiltinMethod(self, name)
+        if has_special(list, name):
+            return special_method(self, list, name)
         raise attribute_missing(self.describe(), name)
 
     def setitem(self, tx: Context, key: Value, value: Value) -> None:
@@ -225,6 +231,8 @@ class ListValue(_SequenceValue):
         del self.items[_index(tx, key)]
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if is_special(name):
+            return call_special(tx, self, list, name, args, kwargs)
         none = ConstantValue(None)
         if name in ("index", "count", "copy"):
             pass
@@ -232,6 +240,12 @@ class ListValue(_SequenceValue):
             self.check_mutable(tx)
         if kwargs and name != "sort":
             raise Unsupported(f"list.{name} with keyword arguments")
+        if name == "__init__":  # list.__init__(xs[, iterable]): empties xs, then extends it
+            if len(args) > 1:
+                raise Unsupported("list.__init__ with more than one argument (TypeError)")
+            items = args[0].unpack(tx) if args else []
+            self.items[:] = items
+            return none
         if name == "append":
             self.items.append(args[0])
             return none
@@ -365,7 +379,7 @@ class DictValue(Value):
 
     def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
-            if self.cls is not dict:
+            if self.cls is not dict and not _replays_as_dict(self.cls):
                 raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
             # a dict from the inputs: its final contents are written back after the graph
             tx.side_effects.mutate_container(self)
@@ -429,8 +443,12 @@ class DictValue(Value):
             found = class_attribute(tx, self.cls, name, self)
             if found is not None:
                 return found
-        if name in _DICT_METHODS:
+        if name in _DICT_METHODS or (name == "move_to_end" and self.cls is collections.OrderedDict):
             return BoundBuiltinMethod(self, name)
+        if has_special(dict, name):
+            if self.cls is collections.OrderedDict and name not in _SAME_IN_ORDERED_DICT:
+                raise Unsupported(f"the special attribute OrderedDict.{name}")
+            return special_method(self, dict, name)
         if subclass:
             _, hook = lookup_mro(self.cls, "__getattr__")
             if isinstance(hook, types.FunctionType):  # inlined; its AttributeError is "missing"
@@ -440,6 +458,8 @@ class DictValue(Value):
         raise attribute_missing(self.describe(), name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if is_special(name):
+            return call_special(tx, self, dict, name, args, kwargs)
         none = ConstantValue(None)
         if name in ("keys", "values", "items") and not args and not kwargs:
             return DictViewValue(self, name, TupleValue)
@@ -448,9 +468,8 @@ class DictValue(Value):
             if k in self.entries:
                 return self.entries[k][1]
             return args[1] if len(args) > 1 else none
-        if name == "copy":  # (dict's own copy makes a dict; OrderedDict's, its own class)
-            kind = self.cls if issubclass(self.cls, collections.OrderedDict) else dict
-            return DictValue(dict(self.entries), cls=kind)
+        if name == "copy":
+            return DictValue(dict(self.entries), cls=self.copy_class())
         self.check_mutable(tx)
         if name == "update":
             if args:
@@ -475,7 +494,60 @@ class DictValue(Value):
             self.deletions += len(self.entries)
             self.entries.clear()
             return none
+        if name == "popitem":
+            return self._popitem(args, kwargs)
+        if name == "move_to_end" and self.cls is collections.OrderedDict:
+            return self._move_to_end(tx, args, kwargs)
         raise Unsupported(f"dict.{name}")
+
+    def _popitem(self, args: list[Value], kwargs: dict) -> Value:
+        """``dict.popitem()`` (the last pair) and ``OrderedDict.popitem(last=True)``."""
+        if self.source is not None:
+            # written back as clear() + update(), the dict would not have the table popitem
+            # leaves (a shared-key instance dict is combined): sys.getsizeof tells them apart
+            raise Unsupported("popitem() of a dict that was passed in")
+        if self.cls is collections.OrderedDict:
+            last = _flag("popitem", "last", args, kwargs, 0)
+            empty = "dictionary is empty"
+        else:
+            if args or kwargs:
+                raise TracedException(
+                    cls=TypeError,
+                    args=(ConstantValue(f"dict.popitem() takes no arguments ({len(args)} given)"),),
+                )
+            last, empty = True, "popitem(): dictionary is empty"
+        if not self.entries:
+            raise TracedException(cls=KeyError, args=(ConstantValue(empty),))
+        k = next(reversed(self.entries)) if last else next(iter(self.entries))
+        key, value = self.entries.pop(k)
+        self.deletions += 1
+        return TupleValue([key, value])
+
+    def _move_to_end(self, tx: Context, args: list[Value], kwargs: dict) -> Value:
+        if not args:
+            raise Unsupported("OrderedDict.move_to_end without a key (TypeError)")
+        last = _flag("move_to_end", "last", args, kwargs, 1)
+        k = args[0].hash_key(tx)
+        if k not in self.entries:
+            raise TracedException(cls=KeyError, args=(args[0],))
+        pair = self.entries.pop(k)
+        if last:
+            self.entries[k] = pair
+        else:
+            rest = list(self.entries.items())
+            self.entries.clear()
+            self.entries[k] = pair
+            self.entries.update(rest)
+        return ConstantValue(None)
+
+    def copy_class(self) -> type:
+        """The class of ``d.copy()`` and ``d | other``: dict's make a plain dict, even of a
+        subclass; OrderedDict's make an OrderedDict."""
+        if self.cls is collections.OrderedDict:
+            return self.cls
+        if issubclass(self.cls, collections.OrderedDict):
+            raise Unsupported(f"copying a {self.cls.__qualname__} (its class's own copy)")
+        return dict
 
     def update_from(self, tx: Context, other: Value) -> None:
         if isinstance(other, DictValue):
@@ -488,76 +560,31 @@ class DictValue(Value):
             self.setitem(tx, key, value)
 
 
+#: special methods an OrderedDict shares with dict (its own differ: ``__eq__``, ...)
+_SAME_IN_ORDERED_DICT = frozenset(
+    ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__"]
+)
+
 _DICT_METHODS = frozenset(
-    ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear"]
+    ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear", "popitem"]
 )
 
 
-def list_iterator_at(items: list[Any], index: int) -> Any:
-    """A list iterator over ``items`` that has already produced ``index`` items: how a graph
-    break inside a loop over a list continues that very iteration (it sees what the rest of
-    the loop stores into or appends to the list, as the original iteration would)."""
-    iterator = iter(items)
-    iterator.__setstate__(index)  # type: ignore[attr-defined]
-    return iterator
+def _flag(method: str, name: str, args: list[Value], kwargs: dict, position: int) -> bool:
+    """A boolean argument of an OrderedDict method, given by position or keyword."""
+    rest = args[position:]
+    if len(rest) > 1 or set(kwargs) - {name} or (rest and kwargs):
+        raise Unsupported(f"OrderedDict.{method} with these arguments (TypeError)")
+    flag = rest[0] if rest else kwargs.get(name, ConstantValue(True))
+    if not flag.is_constant():
+        raise Unsupported(f"OrderedDict.{method} with {flag.describe()} for {name}")
+    return bool(flag.as_constant())
 
 
-class ListValueIterator(IteratorValue):
-    """``iter(a_list)``: reads the list as it is at each step, as CPython's list iterator
-    does, so items stored or appended during the loop are seen."""
-
-    __slots__ = ("done", "index", "target")
-
-    def __init__(self, target: ListValue, index: int) -> None:
-        super().__init__(None)
-        self.target = target
-        self.index = index
-        self.done = False  # once exhausted, it stays so even if the list grows (as CPython's)
-
-    def describe(self) -> str:
-        return "a list iterator"
-
-    def python_type(self) -> type:
-        return type(iter([]))
-
-    def next_value(self, tx: Context) -> Value | None:
-        items = self.target.items
-        if self.done or self.index >= len(items):
-            self.done = True
-            return None
-        value = items[self.index]
-        self.index += 1
-        return value
-
-    def remaining(self) -> list[Value] | None:
-        return [] if self.done else list(self.target.items[self.index :])
-
-    def rebuild(self) -> IteratorRecipe | None:
-        if self.done:
-            return IteratorRecipe(iter, ((),))
-        return IteratorRecipe(list_iterator_at, (self.target, ConstantValue(self.index)))
-
-
-class SliceValue(Value):
-    """A slice whose bounds are values (constants or None)."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: list[Value]) -> None:
-        super().__init__(None)
-        self.parts = parts
-
-    def describe(self) -> str:
-        return "a slice"
-
-    def python_type(self) -> type:
-        return slice
-
-    def is_constant(self) -> bool:
-        return all(p.is_constant() for p in self.parts)
-
-    def as_slice(self) -> slice:
-        return slice(*(p.as_constant() for p in self.parts))
-
-    def as_constant(self) -> Any:
-        return self.as_slice()
+def _replays_as_dict(cls: type) -> bool:
+    """Whether an input of the dict subclass ``cls`` mutated by the trace is written back
+    exactly by dict's ``clear`` and ``update`` (the subclass keeps dict's mutators)."""
+    return issubclass(cls, dict) and all(
+        getattr(cls, name) is getattr(dict, name)
+        for name in ("clear", "update", "__setitem__", "__delitem__", "pop", "setdefault")
+    )

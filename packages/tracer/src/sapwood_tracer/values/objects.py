@@ -33,14 +33,17 @@ from .base import (
     BuiltinValue,
     ConstantValue,
     Context,
+    IteratorRecipe,
     IteratorValue,
     ListIteratorValue,
     Value,
     attribute_missing,
+    truth_of_plain_object,
 )
 from .containers import DictValue, TupleValue
 from .exceptions import exception_value
 from .functions import BoundMethodValue
+from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
 __all__ = [
     "ClassValue",
@@ -51,6 +54,7 @@ __all__ = [
     "PartialValue",
     "PyModuleValue",
     "SuperValue",
+    "UserIteratorValue",
     "WeakRefValue",
 ]
 
@@ -96,6 +100,9 @@ class _UserProtocols(Value):
             # __len__, that is exactly the indices below len(self)
             n = self.length(tx)
             return ListIteratorValue([self.getitem(tx, ConstantValue(i)) for i in range(n)])
+        klass, _ = lookup_mro(self.python_type(), "__iter__")
+        if klass is None and self._has("__getitem__"):
+            return SequenceIteratorValue(self)  # the old protocol: self[0], self[1], ...
         iterator = self._dunder(tx, "__iter__", [])
         if isinstance(iterator, _UserProtocols) and iterator._has("__next__"):
             return UserIteratorValue(iterator)  # (often the object itself)
@@ -136,6 +143,10 @@ class UserIteratorValue(IteratorValue):
 
     def python_type(self) -> type:
         return self.target.python_type()
+
+    def rebuild(self) -> IteratorRecipe | None:
+        # the object is its own iterator state: Python's loop goes on calling its __next__
+        return IteratorRecipe(user_iterator_of, (self.target,))
 
     def next_value(self, tx: Context) -> Value | None:
         try:
@@ -293,6 +304,9 @@ class ClassValue(Value):
 
     def as_constant(self) -> Any:
         return self.cls
+
+    def truth(self, tx: Context) -> bool:
+        return truth_of_plain_object(self.cls, self.describe())
 
     def getattr(self, tx: Context, name: str) -> Value:
         if name == "__name__":

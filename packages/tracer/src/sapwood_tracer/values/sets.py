@@ -7,7 +7,6 @@ mutating it is refused.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from ..errors import TracedException, Unsupported
@@ -18,7 +17,9 @@ from .base import (
     ListIteratorValue,
     Value,
     attribute_missing,
+    is_constant_type,
 )
+from .dunders import call_special, has_special, is_special, special_method
 from .exceptions import raise_error
 
 __all__ = ["SetValue"]
@@ -55,7 +56,7 @@ class SetValue(Value):
         return out
 
     def _add(self, tx: Context, value: Value) -> None:
-        k = value.hash_key(tx)
+        k = _hashable_key(tx, value)
         if k not in self.members:
             self.members[k] = value
         self.order.add(k)
@@ -106,45 +107,184 @@ class SetValue(Value):
         return len(self.members)
 
     def contains(self, tx: Context, item: Value) -> bool:
-        return item.hash_key(tx) in self.members
+        return _lookup_key(tx, item) in self.members
 
     def getattr(self, tx: Context, name: str) -> Value:
-        if name in ("add", "update", "discard", "remove", "union", "intersection", "copy"):
+        kind = self.python_type()
+        if name in _METHODS and hasattr(kind, name):
             return BoundBuiltinMethod(self, name)
+        if name == "__init__" and not self.frozen:
+            return BoundBuiltinMethod(self, name)
+        if has_special(kind, name):
+            return special_method(self, kind, name)
         raise attribute_missing(self.describe(), name)
 
     def combine(self, tx: Context, op: Any, other: SetValue) -> SetValue:
         """``self <op> other`` for a set operator of :mod:`operator` (|, &, -, ^), computed on
         the real key sets so the result iterates in Python's order."""
         order = op(self.order, other.order)
-        merged = {**other.members, **self.members}
-        return SetValue({k: merged[k] for k in order}, isinstance(order, frozenset), order=order)
+        return self._derived(order, [self.members, other.members])
+
+    def _derived(self, order: Any, pools: list[dict[Any, Value]]) -> SetValue:
+        """A new set of the keys ``order`` (the result of a real operation on key sets), its
+        members taken from ``pools``, of this set's kind."""
+        frozen = self.frozen if isinstance(order, (set, frozenset)) else False
+        order = frozenset(order) if frozen and not isinstance(order, frozenset) else order
+        return SetValue({k: _member(k, pools) for k in order}, frozen, order=order)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
-        if name in ("union", "intersection"):
-            out = SetValue(dict(self.members), order=self.order.copy())
-            for a in args:
-                other = a if isinstance(a, SetValue) else SetValue.of(tx, a.unpack(tx))
-                out = out.combine(tx, operator.or_ if name == "union" else operator.and_, other)
-            return out
+        if is_special(name):
+            return call_special(tx, self, self.python_type(), name, args, kwargs)
+        if kwargs or (name in _ONE_ARGUMENT and len(args) != 1) or (name in _NO_ARGUMENT and args):
+            raise_error(TypeError, _signature_message(self.python_type(), name, args, kwargs))
         if name == "copy":
+            if self.frozen:
+                return self  # frozenset.copy() is the frozenset itself
             return SetValue(dict(self.members), self.frozen, order=self.order.copy())
+        if name in _PURE:
+            operands = [_keys_of(tx, a) for a in args]
+            result = _real(getattr(self.order, name), [keys for keys, _ in operands])
+            if isinstance(result, bool):
+                return ConstantValue(result)
+            return self._derived(result, [self.members] + [pool for _, pool in operands])
         if self.source is not None or self.frozen:
             raise Unsupported("mutating a set that was passed in")
-        if name == "add":
+        if name == "__init__":
+            if len(args) > 1:
+                raise_error(TypeError, f"set expected at most 1 argument, got {len(args)}")
+            self.members.clear()
+            self.order.clear()
+            if args:
+                self.add_all(tx, args[0])
+        elif name == "add":
             self._add(tx, args[0])
-        elif name == "update":
-            for a in args:
-                self.add_all(tx, a)
+        elif name in _UPDATES:
+            operands = [_keys_of(tx, a) for a in args]
+            _real(getattr(self.order, name), [keys for keys, _ in operands])
+            pools = [self.members] + [pool for _, pool in operands]
+            self.members = {k: _member(k, pools) for k in self.order}
         elif name in ("discard", "remove"):
-            k = args[0].hash_key(tx)
+            k = _lookup_key(tx, args[0])
             if k not in self.members and name == "remove":
                 raise TracedException(cls=KeyError, args=(args[0],))
             self.members.pop(k, None)
             self.order.discard(k)
+        elif name == "pop":
+            if not self.members:
+                raise_error(KeyError, "pop from an empty set")
+            if not self.is_constant():
+                raise Unsupported("set.pop() of a set of non-constant members (order unknown)")
+            k = self.order.pop()
+            return self.members.pop(k)
+        elif name == "clear":
+            self.members.clear()
+            self.order.clear()
         else:
             raise Unsupported(f"set.{name}")
         return ConstantValue(None)
+
+
+#: methods returning a new set or a bool, computed by the real method on the key sets
+_PURE = frozenset(
+    [
+        "union",
+        "intersection",
+        "difference",
+        "symmetric_difference",
+        "isdisjoint",
+        "issubset",
+        "issuperset",
+    ]
+)
+#: in-place methods, computed by the real method on this set's own key set
+_UPDATES = frozenset(
+    ["update", "intersection_update", "difference_update", "symmetric_difference_update"]
+)
+_ONE_ARGUMENT = frozenset(
+    {"add", "discard", "remove", "isdisjoint", "issubset", "issuperset"}
+    | {"symmetric_difference", "symmetric_difference_update"}
+)
+_NO_ARGUMENT = frozenset(["pop", "clear", "copy"])
+_METHODS = _PURE | _UPDATES | _ONE_ARGUMENT | _NO_ARGUMENT
+
+
+def _signature_message(kind: type, name: str, args: list[Value], kwargs: dict) -> str:
+    """Python's message for calling ``kind.name`` with these argument counts."""
+    try:
+        getattr(kind(), name)(*([0] * len(args)), **dict.fromkeys(kwargs, 0))
+    except TypeError as exc:
+        return str(exc)
+    raise Unsupported(f"{kind.__name__}.{name} with {len(args)} arguments")
+
+
+def _real(method: Any, operands: list[Any]) -> Any:
+    """The real set method on key sets; the errors it raises (an unhashable or non-iterable
+    operand) are the traced program's."""
+    try:
+        return method(*operands)
+    except TypeError as exc:
+        raise TracedException(
+            cls=TypeError, args=tuple(ConstantValue(a) for a in exc.args)
+        ) from None
+
+
+def _keys_of(tx: Context, value: Value) -> tuple[Any, dict[Any, Value]]:
+    """An operand of a set method as the real method would iterate it, in keys: a key set, a
+    constant (its own items are its keys), or a list of keys; with the values of the keys."""
+    if isinstance(value, SetValue):
+        return value.order, value.members
+    if isinstance(value, ConstantValue):
+        try:
+            items = list(value.value)
+        except TypeError:
+            return value.value, {}  # the real method raises Python's TypeError
+        return value.value, {v: ConstantValue(v) for v in items}
+    items = value.unpack(tx)
+    pool: dict[Any, Value] = {}
+    keys = []
+    for v in items:
+        k = _hashable_key(tx, v)
+        pool.setdefault(k, v)
+        keys.append(k)
+    if value.python_type() is dict:
+        return dict.fromkeys(keys), pool  # the real method reads a dict's own table
+    return keys, pool
+
+
+def _hashable_key(tx: Context, value: Value) -> Any:
+    key = value.hash_key(tx)
+    try:
+        hash(key)
+    except TypeError as exc:
+        raise TracedException(cls=TypeError, args=(ConstantValue(str(exc)),)) from None
+    return key
+
+
+def _lookup_key(tx: Context, value: Value) -> Any:
+    """The key ``in``, ``discard`` and ``remove`` look up: a set stands for the frozenset of
+    its members, as in Python."""
+    if isinstance(value, SetValue) and not value.frozen:
+        return frozenset(value.order)
+    return _hashable_key(tx, value)
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+def _member(key: Any, pools: list[dict[Any, Value]]) -> Value:
+    """The value standing for ``key`` in a set computed on key sets: the first pool's whose
+    key is that very key (1, 1.0 and True are one key but three values)."""
+    for pool in pools:
+        value = pool.get(key)
+        if value is None:
+            continue
+        if value.is_constant() and not _same_constant(value.as_constant(), key):
+            continue
+        return value
+    if is_constant_type(key):
+        return ConstantValue(key)
+    raise Unsupported("a set member whose value the trace cannot tell")
 
 
 class SetIteratorValue(ListIteratorValue):

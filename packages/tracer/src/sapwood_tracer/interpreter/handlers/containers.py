@@ -6,7 +6,7 @@ Version differences: ``LIST_TO_TUPLE`` exists up to 3.11 (3.12 uses ``CALL_INTRI
 from __future__ import annotations
 
 from ...errors import Unsupported
-from ...values.base import ConstantValue, Value
+from ...values.base import BuiltinValue, ConstantValue, IteratorValue, Value
 from ...values.containers import DictValue, ListValue, SliceValue, TupleValue
 from ...values.exceptions import python_error
 from ...values.sets import SetValue
@@ -126,7 +126,7 @@ def list_to_tuple(frame: SymbolicFrame, inst: Instruction) -> None:
 @opcode("UNPACK_SEQUENCE")
 def unpack_sequence(frame: SymbolicFrame, inst: Instruction) -> None:
     assert inst.arg is not None
-    items = frame.tx.unpack(frame.pop())
+    items = _unpacked(frame, frame.pop(), inst.arg + 1)
     if len(items) != inst.arg:
         if len(items) > inst.arg:
             raise python_error(ValueError, f"too many values to unpack (expected {inst.arg})")
@@ -140,7 +140,7 @@ def unpack_sequence(frame: SymbolicFrame, inst: Instruction) -> None:
 def unpack_ex(frame: SymbolicFrame, inst: Instruction) -> None:
     assert inst.arg is not None
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = frame.tx.unpack(frame.pop())
+    items = _unpacked(frame, frame.pop(), None)
     if len(items) < before + after:
         raise python_error(
             ValueError,
@@ -154,3 +154,19 @@ def unpack_ex(frame: SymbolicFrame, inst: Instruction) -> None:
 @opcode("GET_LEN")
 def get_len(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.push(ConstantValue(frame.tx.length(frame.peek())))
+
+
+def _unpacked(frame: SymbolicFrame, value: Value, at_most: int | None) -> list[Value]:
+    """The items unpacking takes from ``value``: from an iterator, no more than ``at_most``
+    (Python stops pulling once it knows the count is wrong); a constant that is not iterable
+    raises Python's TypeError."""
+    if value.is_constant() and isinstance(value, (ConstantValue, BuiltinValue)):
+        kind = type(value.as_constant())
+        if not hasattr(kind, "__iter__") and not hasattr(kind, "__getitem__"):
+            raise python_error(TypeError, f"cannot unpack non-iterable {kind.__name__} object")
+    if at_most is None or not isinstance(value, IteratorValue):
+        return frame.tx.unpack(value)
+    items: list[Value] = []
+    while len(items) < at_most and (item := value.next_value(frame.tx)) is not None:
+        items.append(item)
+    return items

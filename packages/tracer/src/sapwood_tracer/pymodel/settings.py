@@ -1,0 +1,71 @@
+"""Models of builtins that read interpreter settings or build immutable builtin values:
+``sys.getrecursionlimit``, ``sys.get_int_max_str_digits`` (read with a guard),
+``int.__new__`` and the other immutable classes' ``__new__``, ``dir()`` of constants.
+Registered into the table of :mod:`.builtins` on import."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from typing import Any
+
+from sapwood_graph import GuardKind
+
+from ..errors import Unsupported
+from ..guards.sources import GlobalStateSource
+from ..values.base import ConstantValue, Context, Value, is_constant_type
+from ..values.containers import ListValue
+from .builtins import _HANDLERS, Handler, _fold_call, handles
+
+__all__: list[str] = []
+
+
+# ----------------------------------------------------------------- interpreter settings
+def _setting(name: str, reader: Any) -> Handler:
+    """A read of an interpreter setting: its value now, guarded (a later call where the
+    setting changed traces again)."""
+
+    def handler(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if args or kwargs:
+            return _fold_call(tx, reader, args, kwargs)  # raises Python's TypeError
+        value = reader()
+        tx.guard(GuardKind.CONSTANT_MATCH, GlobalStateSource(name), value)
+        return ConstantValue(value)
+
+    return handler
+
+
+_HANDLERS[sys.getrecursionlimit] = _setting("recursion_limit", sys.getrecursionlimit)
+_HANDLERS[sys.get_int_max_str_digits] = _setting("int_max_str_digits", sys.get_int_max_str_digits)
+
+#: immutable builtin classes whose ``__new__`` on constants is pure
+_IMMUTABLE_CLASSES = (int, bool, float, str, bytes, complex)
+
+
+def _new_of_immutable(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``int.__new__(int, "5")``, ``bool.__new__(bool, 1)``: the class's own construction,
+    folded on constants (a subclass as the first argument makes a new object: refused)."""
+    if not args or not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported("__new__ of a builtin class on non-constant arguments")
+    cls = args[0].as_constant()
+    if cls not in _IMMUTABLE_CLASSES:
+        raise Unsupported(f"__new__ of a builtin class for {args[0].describe()}")
+    return _fold_call(tx, cls.__new__, args, kwargs)
+
+
+for _cls in _IMMUTABLE_CLASSES:
+    _HANDLERS[_cls.__new__] = _new_of_immutable
+
+
+@handles(builtins.dir)
+def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``dir(x)`` of an immutable constant or a builtin class: its attribute names."""
+    if len(args) == 1 and not kwargs:
+        target = args[0]
+        if isinstance(target, ConstantValue) and is_constant_type(target.value):
+            return ListValue([ConstantValue(n) for n in dir(target.value)])
+        if target.is_constant():
+            obj = target.as_constant()
+            if isinstance(obj, type) and obj.__module__ == "builtins" and type(obj) is type:
+                return ListValue([ConstantValue(n) for n in dir(obj)])
+    raise Unsupported(f"dir() of {args[0].describe() if args else 'nothing'}")

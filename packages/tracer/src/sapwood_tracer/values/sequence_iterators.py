@@ -1,0 +1,73 @@
+"""Iterators over user objects that the tracer makes again at a graph break: the old
+sequence protocol (``__getitem__`` and no ``__iter__``), and the real functions a resume
+function calls to make them (modelled by :mod:`sapwood_tracer.pymodel.iteration`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import TracedException
+from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
+from .exceptions import exception_value
+
+__all__ = ["SequenceIteratorValue", "sequence_iterator_at", "user_iterator_of"]
+
+
+def user_iterator_of(target: Any) -> Any:
+    """The object with ``__next__`` that a loop iterates (made again at a graph break: the
+    loop goes on with the object itself, without calling ``__iter__`` again)."""
+    return target
+
+
+class SequenceIteratorValue(IteratorValue):
+    """``iter(obj)`` of an object whose class has ``__getitem__`` and no ``__iter__``: each
+    step inlines ``obj[i]`` for the next ``i``; IndexError or StopIteration there ends the
+    iteration, for good (Python's iterator lets the object go)."""
+
+    __slots__ = ("index", "target")
+
+    def __init__(self, target: Value) -> None:
+        super().__init__(None)
+        self.target: Value | None = target
+        self.index = 0
+
+    def describe(self) -> str:
+        return "an iterator over a sequence"
+
+    def python_type(self) -> type:
+        return _SEQUENCE_ITERATOR
+
+    def rebuild(self) -> IteratorRecipe | None:
+        if self.target is None:
+            return IteratorRecipe(iter, ((),))
+        return IteratorRecipe(sequence_iterator_at, (self.target, ConstantValue(self.index)))
+
+    def next_value(self, tx: Context) -> Value | None:
+        if self.target is None:
+            return None
+        try:
+            value = self.target.getitem(tx, ConstantValue(self.index))
+        except TracedException as raised:
+            cls = getattr(exception_value(raised), "cls", type(None))
+            if issubclass(cls, (IndexError, StopIteration)):
+                self.target = None
+                return None
+            raise
+        self.index += 1
+        return value
+
+
+def sequence_iterator_at(target: Any, index: int) -> Any:
+    """Python's iterator over an object with ``__getitem__`` and no ``__iter__``, moved on to
+    ``index`` without calling ``__getitem__`` (made again at a graph break)."""
+    iterator = iter(target)
+    iterator.__setstate__(index)
+    return iterator
+
+
+class _OldSequence:
+    def __getitem__(self, index: int) -> int:
+        raise IndexError
+
+
+_SEQUENCE_ITERATOR = type(iter(_OldSequence()))
