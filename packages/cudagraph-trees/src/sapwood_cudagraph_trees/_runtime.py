@@ -110,10 +110,7 @@ class DeviceRuntime:
         live = self.live
         for entry in live:
             if not entry.alive():
-                # nothing to invalidate. A node's own storage stays registered (the replay
-                # rule ignores dead entries), so its next replay need not register its
-                # outputs again: a training step would otherwise redo that for every saved
-                # activation of the forward and every gradient, twice a step
+                # a node's own dead storage stays registered: replays skip re-registering it
                 if not entry.persistent:
                     live.remove(entry)
                 continue
@@ -245,11 +242,9 @@ class DeviceRuntime:
         node.entries_ok = False
 
     def warmup(self, fn: TreeFunction, inputs: list[Any]) -> list[Any]:
-        """Run ``fn`` eagerly in the pool. ``inputs`` is the caller's list, handed on as it is
-        and not read afterwards: a boxed model (Inductor's code) clears it, and then frees each
-        input as soon as it is done with it — a backward's saved activations, one by one —
-        as in an eager run. Holding them until the end made the first backward's peak that of
-        every activation at once."""
+        """Run ``fn`` eagerly in the pool. ``inputs`` is the caller's list, handed on and not
+        read afterwards: a boxed model (Inductor's) clears it and frees each input (a
+        backward's saved activations) after its last use, as an eager run does."""
         sync_allocator(self.layer, self.pool, self.live)
         input_ptrs = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
         outputs = list(self.layer.run_in_pool(fn.model, inputs))

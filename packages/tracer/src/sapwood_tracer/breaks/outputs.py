@@ -70,6 +70,7 @@ from ..values.objects import (
     PyModuleValue,
 )
 from ..values.ordered_dataclasses import OrderedDataclassValue
+from ..values.sequence_iterators import NextOnly, user_iterator_of
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
@@ -297,11 +298,14 @@ def _emit_iterator(
     if recipe is None:
         raise Unsupported(f"rebuilding {value.describe()} after the graph")
 
-    def made(recipe: IteratorRecipe) -> str:
+    def made(recipe: IteratorRecipe, nested: bool = False) -> str:
+        if nested and recipe.fn is user_iterator_of:
+            # the outer builtin calls iter() on it: the object's __iter__ ran already
+            recipe = IteratorRecipe(NextOnly, recipe.args)
         parts = []
         for arg in recipe.args:
             if isinstance(arg, IteratorRecipe):
-                parts.append(made(arg))
+                parts.append(made(arg, nested=True))
             elif isinstance(arg, tuple):
                 items = [_emit(em, v, collector, built, indent) for v in arg]
                 parts.append(f"({', '.join(items)}{',' if len(items) == 1 else ''})")

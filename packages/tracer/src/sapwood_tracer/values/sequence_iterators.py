@@ -10,13 +10,30 @@ from ..errors import TracedException
 from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
 from .exceptions import exception_value
 
-__all__ = ["SequenceIteratorValue", "sequence_iterator_at", "user_iterator_of"]
+__all__ = ["NextOnly", "SequenceIteratorValue", "sequence_iterator_at", "user_iterator_of"]
 
 
 def user_iterator_of(target: Any) -> Any:
     """The object with ``__next__`` that a loop iterates (made again at a graph break: the
     loop goes on with the object itself, without calling ``__iter__`` again)."""
     return target
+
+
+class NextOnly:
+    """Iterates an object by its class's ``__next__`` alone: what a builtin iterator made
+    again around the object at a graph break (``enumerate(...)``, ``zip(...)``) iterates, so
+    that making it does not call the object's ``__iter__`` a second time."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __iter__(self) -> NextOnly:
+        return self
+
+    def __next__(self) -> Any:
+        return type(self.target).__next__(self.target)
 
 
 class SequenceIteratorValue(IteratorValue):
