@@ -790,3 +790,34 @@ def test_an_iterator_only_a_local_holds_keeps_its_items_known_after_a_break():
     assert report.break_count == 1, str(report)
     got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
     assert_same(got, fn(X))
+
+
+@sapwood_tracer.disable
+def _eager_probe(*args: Any) -> None:
+    pass
+
+
+def test_an_iterator_shared_by_a_local_and_a_zip_is_one_object_across_a_break():
+    def fn(x):
+        a = iter(range(5))
+        z = iter(range(5))
+        zipped = zip(a, [0], z)
+        _eager_probe(zipped)
+        return x + 1, list(zipped), next(a), next(z)
+
+    got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))
+
+
+def test_strict_zip_over_iterators_raises_where_python_does():
+    def fn(x):
+        a = iter(range(5))
+        z = iter(range(5))
+        try:
+            _eager_probe(list(zip(a, [0], z, strict=True)))
+        except ValueError:
+            pass
+        return x + 1, next(a), next(z)
+
+    got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))

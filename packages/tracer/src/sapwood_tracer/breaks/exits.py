@@ -41,9 +41,9 @@ from ..interpreter.frame import LazyLocals
 from ..interpreter.instructions import Instruction
 from ..interpreter.registry import dispatch_table
 from ..values.base import NULL, ConstantValue, IteratorRecipe, IteratorValue, Value
-from ..values.containers import TupleValue
+from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
-from ..values.functions import BoundMethodValue, UserFunctionValue
+from ..values.functions import BoundMethodValue, CellValue, UserFunctionValue
 from ..values.modules import ModuleValue
 from ..values.tensors import TensorMethodValue
 from .liveness import live_locals
@@ -189,6 +189,15 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         contexts=contexts,
     )
 
+    # what else the entry hands on at this break: an iterator a local shares with any of it
+    # is passed as itself, never made again
+    held = [
+        *stack,
+        *cell_values,
+        *tx.side_effects.values(),
+        *(write.value for write in tx.side_effects.final_writes()),
+    ]
+
     def continuation(
         target: int, items: list[Value], eager: bool = False, raises: bool = False
     ) -> Continuation:
@@ -199,7 +208,7 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
             kept = [i for i, name in enumerate(local_names) if name in live]
             names = tuple(local_names[i] for i in kept)
             values = [locals_values[i] for i in kept]
-        layout, passed, plain_locals = _layout(items, names, values, cell_names)
+        layout, passed, plain_locals = _layout(items, names, values, cell_names, held=held)
         if raises:
             layout = dataclasses.replace(layout, raises=True)
         resume = resume_code(original, start, layout)
@@ -354,8 +363,10 @@ def _layout(
     local_names: tuple[str, ...],
     local_values: list[Value],
     cell_names: tuple[str, ...],
+    held: list[Value],
 ) -> tuple[ResumeLayout, list[Value], list[Value]]:
-    """The resume layout of ``stack`` and the live locals, the values passed for the stack
+    """The resume layout of ``stack`` and the live locals (``held``: the whole value stack at
+    the break, the eager construct's operands too), the values passed for the stack
     (and for iterators made again), and the values of the locals passed as themselves.
 
     The iterator of a loop the break is inside (a stack slot) is passed as a real iterator
@@ -376,7 +387,12 @@ def _layout(
     for name, value in zip(local_names, local_values):
         if isinstance(value, IteratorValue):
             recipe = value.rebuild() if value.source is None else None
-            if recipe is not None and not any(item is value for item in stack):
+            others = [*stack, *held, *(v for v in local_values if v is not value)]
+            if (
+                recipe is not None
+                and not any(isinstance(arg, IteratorValue) for arg in recipe.args)
+                and not any(held is value for held in _iterators_within(others))
+            ):
                 local_iterators.append((name, _recipe_shape(recipe, passed)))
                 continue
             if not _passable(value):
@@ -404,6 +420,31 @@ def _layout(
         tuple(slots), tuple(plain_names), cell_names, local_iterators=tuple(local_iterators)
     )
     return layout, passed, plain_values
+
+
+def _iterators_within(values: list[Value]) -> list[IteratorValue]:
+    """The iterators ``values`` hold: themselves, those a combinator iterates, the items of
+    lists, tuples and dicts (compared by identity)."""
+    found: list[IteratorValue] = []
+    todo = list(values)
+    seen: set[int] = set()
+    while todo:
+        value = todo.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, IteratorValue):
+            found.append(value)
+            recipe = value.rebuild() if value.source is None else None
+            if recipe is not None:
+                todo += [arg for arg in recipe.args if isinstance(arg, Value)]
+        elif isinstance(value, (ListValue, TupleValue)):
+            todo += list(value.items)
+        elif isinstance(value, DictValue):
+            todo += [v for _, v in value.entries.values()]
+        elif isinstance(value, CellValue) and value.contents is not None:
+            todo.append(value.contents)
+    return found
 
 
 def _recipe_shape(recipe: IteratorRecipe, passed: list[Value]) -> tuple[Any, ...]:

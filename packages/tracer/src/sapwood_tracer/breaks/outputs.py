@@ -306,6 +306,13 @@ def _emit_iterator(
         for arg in recipe.args:
             if isinstance(arg, IteratorRecipe):
                 parts.append(made(arg, nested=True))
+            elif isinstance(arg, IteratorValue):
+                # an iterator of its own (made once, shared with whatever else holds it)
+                inner = _emit(em, arg, collector, built, indent)
+                inner_recipe = arg.rebuild() if arg.source is None else None
+                if inner_recipe is not None and inner_recipe.fn is user_iterator_of:
+                    inner = f"{em.const(NextOnly)}({inner})"
+                parts.append(inner)
             elif isinstance(arg, tuple):
                 items = [_emit(em, v, collector, built, indent) for v in arg]
                 parts.append(f"({', '.join(items)}{',' if len(items) == 1 else ''})")

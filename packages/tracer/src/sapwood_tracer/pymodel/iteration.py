@@ -149,9 +149,13 @@ def _list_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) 
 @handles(builtins.zip)
 def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
+        # strict zip raises only when iteration reaches the shorter end, having advanced the
+        # iterators so far: modelled for sequences of equal length only
+        if any(isinstance(a, IteratorValue) for a in args):
+            raise Unsupported("zip(strict=True) over iterators")
         lists = [tx.unpack(a) for a in args]
         if len({len(x) for x in lists}) > 1:
-            raise python_error(ValueError, "zip() arguments have unequal lengths")
+            raise Unsupported("zip(strict=True) over sequences of unequal lengths")
         return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
     return MapIteratorValue("zip", None, _iterators(tx, args))
 
@@ -178,10 +182,10 @@ class _EnumerateIterator(IteratorValue):
         return enumerate
 
     def rebuild(self) -> IteratorRecipe | None:
-        inner = self.inner.rebuild()
-        if inner is None:
+        # the inner iterator is a value of its own (made once, however many others hold it)
+        if self.inner.source is None and self.inner.rebuild() is None:
             return None
-        return IteratorRecipe(enumerate, (inner, ConstantValue(self.count)))
+        return IteratorRecipe(enumerate, (self.inner, ConstantValue(self.count)))
 
     def next_value(self, tx: Context) -> Value | None:
         v = self.inner.next_value(tx)

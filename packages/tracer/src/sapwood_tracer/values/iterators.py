@@ -67,14 +67,15 @@ class MapIteratorValue(IteratorValue):
         return f"a {self.kind} iterator"
 
     def rebuild(self) -> IteratorRecipe | None:
-        # the same combinator over its sources made again (map/filter with their callable)
-        parts = [it.rebuild() for it in self.sources]
-        if any(p is None for p in parts):
+        # the same combinator over its sources (map/filter with their callable); each source
+        # is a value of its own, made once however many others hold it
+        if any(it.source is None and it.rebuild() is None for it in self.sources):
             return None
+        parts = tuple(self.sources)
         if self.kind == "zip":
-            return IteratorRecipe(zip, tuple(parts))  # type: ignore[arg-type]
+            return IteratorRecipe(zip, parts)
         fn: Value = self.fn if self.fn is not None else ConstantValue(None)
-        return IteratorRecipe(map if self.kind == "map" else filter, (fn, *parts))  # type: ignore[arg-type]
+        return IteratorRecipe(map if self.kind == "map" else filter, (fn, *parts))
 
     def next_value(self, tx: Context) -> Value | None:
         while True:
