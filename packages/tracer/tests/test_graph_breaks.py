@@ -20,6 +20,7 @@ import torch
 
 import sapwood_tracer
 from sapwood_tracer import Unsupported
+from sapwood_tracer.api.events import listen as _events_listen
 
 from .conftest import assert_same
 
@@ -818,6 +819,58 @@ def test_strict_zip_over_iterators_raises_where_python_does():
         except ValueError:
             pass
         return x + 1, next(a), next(z)
+
+    got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))
+
+
+def test_a_long_loop_that_breaks_at_every_iteration_does_not_exhaust_the_stack():
+    def fn(x):
+        for i in range(3000):
+            _eager_probe(i)
+            x = x + 1
+        return x
+
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    assert_same(compiled(X), fn(X))
+    reasons: list[str] = []
+    stop = _events_listen(
+        lambda kind, data: reasons.append(data["reason"]) if kind == "skip" else None
+    )
+    try:
+        assert_same(compiled(X), fn(X))
+    finally:
+        stop()
+    assert any("nested" in why for why in reasons), reasons  # never silently eager
+
+
+def test_code_after_a_caught_eager_exception_sees_no_exception_being_handled():
+    @sapwood_tracer.disable
+    def fails():
+        raise ValueError("eager")
+
+    def fn(x):
+        try:  # noqa: SIM105 (try/except traced, as written)
+            fails()
+        except ValueError:
+            pass
+        x = x + 1
+        _eager_probe(x)
+        return x, sys.exc_info()[0]
+
+    got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))
+
+
+def test_code_after_a_loop_that_breaks_sees_no_stop_iteration():
+    def fn(x):
+        for i in range(2):
+            _eager_probe(i)
+            x = x + i
+        try:
+            raise KeyError("after")
+        except KeyError as e:
+            return x, type(e.__context__), sys.exc_info()[0]
 
     got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
     assert_same(got, fn(X))

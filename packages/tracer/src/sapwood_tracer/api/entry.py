@@ -296,6 +296,11 @@ def _runs_uncompiled(filename: str) -> bool:
     return filename.startswith(_STDLIB_DIR) and not filename.startswith(_INSTALLED_DIRS)
 
 
+#: How many resume functions may run nested in one another (see ``run_code``).
+RESUME_DEPTH_LIMIT = 100
+_resume_depth = [0]
+
+
 def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
     """The functions break entries call to go on, for ``backend`` and the ``dynamic`` policy
     (one set per pair: resume functions and broken callees compile like their caller)."""
@@ -308,17 +313,31 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
     def run_code(
         code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
     ) -> Any:
-        cache = _cache.lookup(code)
-        if cache is not None:
-            for entry in cache.entries:
-                result = entry.fn(L, C, G)
-                if type(result) is not Miss:
-                    return result
-
-        def eager(L: tuple[Any, ...]) -> Any:
+        # each resume function is called from the entry before it (a loop that breaks at
+        # every iteration nests one level per iteration): past a depth, the rest of the
+        # function runs eagerly, in one frame, instead of exhausting Python's stack
+        if _resume_depth[0] >= RESUME_DEPTH_LIMIT:
+            _events.skipped(
+                code,
+                f"resume functions nested {RESUME_DEPTH_LIMIT} deep (a loop that breaks the"
+                " graph at every iteration): the rest of this call runs eagerly",
+            )
             return run_eagerly(code, L, C, G)
+        _resume_depth[0] += 1
+        try:
+            cache = _cache.lookup(code)
+            if cache is not None:
+                for entry in cache.entries:
+                    result = entry.fn(L, C, G)
+                    if type(result) is not Miss:
+                        return result
 
-        return _miss(code, C, G, L, backend, runtime, eager, dynamic)
+            def eager(L: tuple[Any, ...]) -> Any:
+                return run_eagerly(code, L, C, G)
+
+            return _miss(code, C, G, L, backend, runtime, eager, dynamic)
+        finally:
+            _resume_depth[0] -= 1
 
     def call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         module = isinstance(fn, torch.nn.Module)

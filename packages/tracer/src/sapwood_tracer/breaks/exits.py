@@ -515,6 +515,9 @@ def emit_break_tail(
 
     inner = indent
     if exit.on_error is not None:
+        # the resume functions run after the handlers below closed: the rest of the function
+        # must not see their exception as the one being handled (sys.exc_info, __context__)
+        lines.append(f"{inner}err = None")
         lines.append(f"{inner}try:")
         inner += "    "
     for ctx in exit.contexts:
@@ -529,14 +532,20 @@ def emit_break_tail(
         lines.append(f"{inner}r = next({iterator})")
     else:
         lines.append(f"{inner}pass")
+    exhausted = em.const(_EXHAUSTED)
     if exit.kind == "next":
         lines.append(f"{indent}except StopIteration:")  # exhausted, as FOR_ITER sees it
-        lines.append(f"{indent}    return {resume(*continuations[1])}")
+        lines.append(f"{indent}    r = {exhausted}")
     if exit.on_error is not None:
         # raised by the eager part: on in the original code, at the breaking instruction,
         # so the user's except/finally/with handlers see it as they would eagerly
         lines.append(f"{indent}except BaseException as e:")
-        lines.append(f"{indent}    return {resume(exit.on_error, [*error_parts, 'e'])}")
+        lines.append(f"{indent}    err = e")
+        lines.append(f"{indent}if err is not None:")
+        lines.append(f"{indent}    return {resume(exit.on_error, [*error_parts, 'err'])}")
+    if exit.kind == "next":
+        lines.append(f"{indent}if r is {exhausted}:")
+        lines.append(f"{indent}    return {resume(*continuations[1])}")
 
     if exit.kind == "jump":
         taken, fallthrough = continuations
@@ -548,6 +557,9 @@ def emit_break_tail(
         lines.append(f"{indent}return {resume(*continuations[0])}")
     else:
         lines.append(f"{indent}return {resume(*continuations[0])}")
+
+
+_EXHAUSTED = object()  # (what the entry's next() gives for an exhausted loop iterator)
 
 
 @dataclass(frozen=True, slots=True)
