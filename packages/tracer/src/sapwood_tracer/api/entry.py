@@ -296,8 +296,9 @@ def _runs_uncompiled(filename: str) -> bool:
     return filename.startswith(_STDLIB_DIR) and not filename.startswith(_INSTALLED_DIRS)
 
 
-#: How many resume functions may run nested in one another (see ``run_code``).
-RESUME_DEPTH_LIMIT = 100
+#: How many resume functions may run nested in one another (see ``run_code``); each level
+#: takes two Python frames, well inside the default recursion limit of 1000.
+RESUME_DEPTH_LIMIT = 200
 _resume_depth = [0]
 
 

@@ -40,14 +40,14 @@ from ..errors import Unsupported
 from ..interpreter.frame import LazyLocals
 from ..interpreter.instructions import Instruction
 from ..interpreter.registry import dispatch_table
-from ..values.base import NULL, ConstantValue, IteratorRecipe, IteratorValue, Value
-from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
-from ..values.functions import BoundMethodValue, CellValue, UserFunctionValue
+from ..values.base import NULL, ConstantValue, IteratorValue, Value
+from ..values.contexts import ContextExitValue
+from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.modules import ModuleValue
 from ..values.tensors import TensorMethodValue
+from .layout import TorchContext, passable, resume_layout, torch_context
 from .liveness import live_locals
-from .resume import ResumeLayout, StackSlot, resume_code, resume_info
+from .resume import resume_code, resume_info
 
 if TYPE_CHECKING:
     from ..interpreter.frame import SymbolicFrame
@@ -68,26 +68,6 @@ _JUMPS_ON_TRUTH = {
     "JUMP_IF_TRUE_OR_POP": (True, True),
     "JUMP_IF_FALSE_OR_POP": (False, True),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TorchContext:
-    """A torch context manager open at the break: made again by ``factory(*args)``."""
-
-    factory: Any
-    args: tuple[Any, ...]
-
-
-def _torch_context(value: Value) -> TorchContext | None:
-    import torch
-
-    if isinstance(value, _AlreadyEntered):
-        value = value.inner
-    if isinstance(value, GradModeValue):
-        return TorchContext(torch.enable_grad if value.enabled else torch.no_grad, ())
-    if isinstance(value, AutocastValue):
-        return TorchContext(torch.autocast, tuple(value.args))
-    return None
 
 
 @dataclass(eq=False)
@@ -159,7 +139,7 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
     contexts: list[TorchContext] = []
     for value in stack:
         if isinstance(value, ContextExitValue):
-            ctx = _torch_context(value.context)
+            ctx = torch_context(value.context)
             if ctx is not None:
                 contexts.append(ctx)
 
@@ -208,7 +188,7 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
             kept = [i for i, name in enumerate(local_names) if name in live]
             names = tuple(local_names[i] for i in kept)
             values = [locals_values[i] for i in kept]
-        layout, passed, plain_locals = _layout(items, names, values, cell_names, held=held)
+        layout, passed, plain_locals = resume_layout(items, names, values, cell_names, held=held)
         if raises:
             layout = dataclasses.replace(layout, raises=True)
         resume = resume_code(original, start, layout)
@@ -230,7 +210,7 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         inst.opname == "FOR_ITER"
         and stack
         and isinstance(stack[-1], IteratorValue)
-        and _passable(stack[-1])
+        and passable(stack[-1])
     ):
         # the loop's next item: ``next()`` runs eagerly, then the body or the loop's exit
         # goes on in a resume function (the same ones at every iteration)
@@ -356,113 +336,6 @@ class _ResultPlaceholder(Value):
 
     def describe(self) -> str:
         return "the result of the call that broke the graph"
-
-
-def _layout(
-    stack: list[Value],
-    local_names: tuple[str, ...],
-    local_values: list[Value],
-    cell_names: tuple[str, ...],
-    held: list[Value],
-) -> tuple[ResumeLayout, list[Value], list[Value]]:
-    """The resume layout of ``stack`` and the live locals (``held``: the whole value stack at
-    the break, the eager construct's operands too), the values passed for the stack
-    (and for iterators made again), and the values of the locals passed as themselves.
-
-    The iterator of a loop the break is inside (a stack slot) is passed as a real iterator
-    object: made by the entry from what the trace knows of it (its recipe), or the live
-    object itself. The resume function's trace does not know its items (see
-    :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`): its loop stops at each
-    ``FOR_ITER`` (a ``next`` break), so one resume function serves every iteration.
-
-    An iterator made in the trace that only a local holds (``it = iter(xs)``) is made again
-    by the resume function's prologue from its recipe, so the rest of the function knows its
-    items; one from the inputs, or the very iterator of a stack slot, is passed as itself
-    (one object)."""
-    slots: list[StackSlot] = []
-    passed: list[Value] = []
-    plain_names: list[str] = []
-    plain_values: list[Value] = []
-    local_iterators: list[tuple[str, Any]] = []
-    for name, value in zip(local_names, local_values):
-        if isinstance(value, IteratorValue):
-            recipe = value.rebuild() if value.source is None else None
-            others = [*stack, *held, *(v for v in local_values if v is not value)]
-            if (
-                recipe is not None
-                and not any(isinstance(arg, IteratorValue) for arg in recipe.args)
-                and not any(held is value for held in _iterators_within(others))
-            ):
-                local_iterators.append((name, _recipe_shape(recipe, passed)))
-                continue
-            if not _passable(value):
-                raise Unsupported(
-                    f"a graph break while the local {name!r} holds {value.describe()}"
-                )
-        plain_names.append(name)
-        plain_values.append(value)
-    for value in stack:
-        if value is NULL:
-            slots.append(StackSlot("null"))
-        elif isinstance(value, ContextExitValue):
-            ctx = _torch_context(value.context)
-            if ctx is None:
-                raise Unsupported(
-                    f"a graph break inside a with block over {value.context.describe()}"
-                )
-            slots.append(StackSlot("context", ctx.factory, ctx.args))
-        else:
-            if isinstance(value, IteratorValue) and not _passable(value):
-                raise Unsupported(f"a graph break inside a loop over {value.describe()}")
-            slots.append(StackSlot("value"))
-            passed.append(value)
-    layout = ResumeLayout(
-        tuple(slots), tuple(plain_names), cell_names, local_iterators=tuple(local_iterators)
-    )
-    return layout, passed, plain_values
-
-
-def _iterators_within(values: list[Value]) -> list[IteratorValue]:
-    """The iterators ``values`` hold: themselves, those a combinator iterates, the items of
-    lists, tuples and dicts (compared by identity)."""
-    found: list[IteratorValue] = []
-    todo = list(values)
-    seen: set[int] = set()
-    while todo:
-        value = todo.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, IteratorValue):
-            found.append(value)
-            recipe = value.rebuild() if value.source is None else None
-            if recipe is not None:
-                todo += [arg for arg in recipe.args if isinstance(arg, Value)]
-        elif isinstance(value, (ListValue, TupleValue)):
-            todo += list(value.items)
-        elif isinstance(value, DictValue):
-            todo += [v for _, v in value.entries.values()]
-        elif isinstance(value, CellValue) and value.contents is not None:
-            todo.append(value.contents)
-    return found
-
-
-def _recipe_shape(recipe: IteratorRecipe, passed: list[Value]) -> tuple[Any, ...]:
-    """The recipe as the resume layout's shape (``("call", fn, parts)``, ``("value",)`` for a
-    passed argument), appending the values it passes to ``passed`` in order."""
-    parts: list[tuple[Any, ...]] = []
-    for arg in recipe.args:
-        if isinstance(arg, IteratorRecipe):
-            parts.append(_recipe_shape(arg, passed))
-        else:
-            passed.append(TupleValue(list(arg)) if isinstance(arg, tuple) else arg)
-            parts.append(("value",))
-    return ("call", recipe.fn, tuple(parts))
-
-
-def _passable(value: IteratorValue) -> bool:
-    """Whether the entry can hand ``value`` on as a real iterator object."""
-    return value.source is not None or value.rebuild() is not None
 
 
 def _call_operands(
