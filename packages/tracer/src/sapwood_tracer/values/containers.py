@@ -46,10 +46,10 @@ __all__ = [
 def _index(tx: Context, key: Value) -> Any:
     if isinstance(key, SliceValue):
         return key.as_slice()
-    from .symbolic import SymNumberValue  # (symbolic values are made of containers)
-
-    if isinstance(key, SymNumberValue) and key.python_type() is int:
-        return key.as_constant()  # a Python list needs the number: specialised, guarded
+    if not key.is_constant() and key.python_type() is int:
+        # a symbolic int: a Python list needs the number, so it is specialised (guarded);
+        # an int the trace cannot know refuses in as_constant()
+        return key.as_constant()
     if not key.is_constant():
         raise Unsupported(f"indexing a Python sequence with {key.describe()}")
     k = key.as_constant()
