@@ -188,7 +188,18 @@ def construct(
 
 
 #: what a class statement puts in every class's namespace
-_INERT_NAMES = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+#: what a class statement puts in a class that defines nothing (3.13 adds the last two)
+_INERT_NAMES = frozenset(
+    {
+        "__module__",
+        "__qualname__",
+        "__doc__",
+        "__dict__",
+        "__weakref__",
+        "__firstlineno__",
+        "__static_attributes__",
+    }
+)
 
 
 def _plain_subclass_of(cls: type, base: type) -> bool:

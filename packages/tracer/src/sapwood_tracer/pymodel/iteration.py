@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import builtins
+from typing import Any
 
 from ..errors import TracedException, Unsupported
 from ..values.base import (
@@ -37,13 +38,25 @@ from .builtins import handles
 __all__: list[str] = []
 
 
+def _message_of(fn: Any, *args: Any) -> str:
+    try:
+        fn(*args)
+    except TypeError as exc:
+        return str(exc)
+    raise AssertionError(f"{fn!r}{args!r} did not raise")  # pragma: no cover
+
+
+#: the running Python's own words (they changed between versions)
+_ITER_NOT_CALLABLE = _message_of(iter, 1, 1)
+
+
 @handles(builtins.iter)
 def _iter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs or not 1 <= len(args) <= 2:
         raise Unsupported("iter() with other than one or two positional arguments (TypeError)")
     if len(args) == 2:
         if not tx.call_builtin(BuiltinValue(builtins.callable), [args[0]], {}).as_constant():
-            raise python_error(TypeError, "iter(v, w): v must be callable")
+            raise python_error(TypeError, _ITER_NOT_CALLABLE)
         return _CallableIterator(args[0], args[1])
     return tx.iterate(args[0])
 
