@@ -39,11 +39,18 @@ def spawn(
     """Run ``worker(rank, world, port, out, *args)`` in ``world`` processes; the JSON that
     rank 0 wrote to ``out``. A worker's exception is raised here; a hang ends at ``timeout``.
 
-    The processes are forked: they start with torch and sapwood already imported (a spawned
-    process imports torch again, seconds on CI's two cores). Nothing here touches CUDA."""
+    The processes come from a fork server that imported torch and sapwood once (a spawned
+    process imports torch again, seconds on CI's two cores), and that never ran autograd:
+    forking the test process itself is refused once its autograd threads started (the CUDA
+    builds of torch start them)."""
     port = free_port()
+    mp.set_forkserver_preload(["torch", "sapwood", "distributed_workers"])
     context = mp.start_processes(
-        worker, args=(world, port, str(out), *args), nprocs=world, join=False, start_method="fork"
+        worker,
+        args=(world, port, str(out), *args),
+        nprocs=world,
+        join=False,
+        start_method="forkserver",
     )
     deadline = time.monotonic() + timeout
     while not context.join(timeout=1):
