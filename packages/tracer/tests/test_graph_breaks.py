@@ -874,3 +874,17 @@ def test_code_after_a_loop_that_breaks_sees_no_stop_iteration():
 
     got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
     assert_same(got, fn(X))
+
+
+def test_reversed_iterators_keep_their_type_and_read_their_list_live_across_a_break():
+    import pickle
+
+    def fn(x):
+        same = type(reversed(range(1))) is type(iter(range(1)))
+        orig = [4, 5, 6, 7]
+        it, a = pickle.loads(pickle.dumps((reversed(orig), orig)))
+        a[:] = [10, 11, 12, 13, 14, 15]
+        return x + 1, same, list(it), type(reversed([])).__name__
+
+    got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))

@@ -15,6 +15,7 @@ from ..values.base import (
     IteratorRecipe,
     IteratorValue,
     ListIteratorValue,
+    RangeIteratorValue,
     Value,
 )
 from ..values.containers import (
@@ -213,7 +214,22 @@ class _EnumerateIterator(IteratorValue):
 def _reversed(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if isinstance(args[0], IteratorValue):
         raise Unsupported("reversed() of an iterator (TypeError)")
-    return ListIteratorValue(list(reversed(tx.unpack(args[0]))))
+    if args[0].is_constant() and type(args[0].as_constant()) is range:
+        return RangeIteratorValue(args[0].as_constant()[::-1])  # (a range_iterator too)
+    cls = args[0].python_type()
+    if cls not in _REVERSED_TYPES:
+        raise Unsupported(f"reversed() of a {cls.__qualname__}")
+    # the items as they are now, with the real iterator's type (not made again at a break:
+    # a list's reversed iterator reads the list as it goes)
+    return ListIteratorValue(list(reversed(tx.unpack(args[0]))), _REVERSED_TYPES[cls])
+
+
+_REVERSED_TYPES = {
+    list: type(reversed([])),
+    tuple: type(reversed(())),
+    str: type(reversed("")),
+    dict: type(reversed({})),
+}
 
 
 @handles(builtins.map)

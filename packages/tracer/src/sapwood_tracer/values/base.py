@@ -390,9 +390,10 @@ class ListIteratorValue(IteratorValue):
         return self.kind if self.kind is not None else type(iter(()))
 
     def rebuild(self) -> IteratorRecipe | None:
-        if self.kind is not None and self.kind.__module__ == "itertools":
-            # an itertools object has methods of its own (``__setstate__``, ``__reduce__``)
-            # that a tuple iterator made again at a graph break would not honour
+        if self.kind is not None:
+            # an iterator of another type (an itertools object, a zip, a reversed list) made
+            # again at a graph break as a tuple iterator would change its type and methods
+            # (``__setstate__``, ``__reduce__``, a live view of its list)
             return None
         return super().rebuild()
 
