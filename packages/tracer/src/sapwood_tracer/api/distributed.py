@@ -30,7 +30,7 @@ import torch
 from sapwood_graph import Backend
 from sapwood_graph.buckets import split_at_buckets
 
-__all__ = ["CompiledDDP", "bucketed_backend", "call_with_forward", "is_ddp"]
+__all__ = ["CompiledDDP", "OriginalModuleProxy", "bucketed_backend", "call_with_forward", "is_ddp"]
 
 _MISSING = object()
 
@@ -96,7 +96,24 @@ def bucketed_backend(ddp: torch.nn.Module, backend: Backend) -> Backend:
     )
 
 
-class CompiledDDP(torch.nn.Module):
+class OriginalModuleProxy(torch.nn.Module):
+    """A compiled module's wrapper: the original is its only child, ``_orig_mod``, and what
+    the wrapper does not have itself (attributes, ``state_dict``) is the original's."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+
+class CompiledDDP(OriginalModuleProxy):
     """``compile(DDP(model))``: DDP's ``forward`` eagerly, the wrapped model's compiled.
 
     ``_orig_mod`` is the DDP module (``state_dict()`` keeps DDP's ``module.`` keys; attribute
@@ -120,15 +137,3 @@ class CompiledDDP(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         ddp = self._orig_mod
         return call_with_forward(ddp.module, self._sapwood_forward, args, kwargs, call=ddp)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.load_state_dict(*args, **kwargs)

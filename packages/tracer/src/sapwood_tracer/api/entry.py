@@ -38,7 +38,13 @@ from ..pinned import replaced_builtins
 from . import cache as _cache
 from . import events as _events
 from .capture import capture
-from .distributed import CompiledDDP, bucketed_backend, call_with_forward, is_ddp
+from .distributed import (
+    CompiledDDP,
+    OriginalModuleProxy,
+    bucketed_backend,
+    call_with_forward,
+    is_ddp,
+)
 from .dynamic import plan_after_miss
 
 __all__ = ["CompiledModule", "compile"]
@@ -416,7 +422,7 @@ def _call_bound(fn: types.FunctionType, L: tuple[Any, ...]) -> Any:
     return fn(*args, **kwargs)
 
 
-class CompiledModule(torch.nn.Module):
+class CompiledModule(OriginalModuleProxy):
     """A compiled ``nn.Module``: the original is its only child, ``_orig_mod``."""
 
     __sapwood_compiled_module__ = True
@@ -474,18 +480,6 @@ class CompiledModule(torch.nn.Module):
             if result is not None:
                 output = result
         return output
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.load_state_dict(*args, **kwargs)
 
 
 _python_warned = False
