@@ -142,6 +142,18 @@ _DECODER = {
 
 
 _NO_GPT2_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+#: T5 and mT5 share their architecture: one tiny size for both
+_T5_SIZES = {
+    "d_model": 32,
+    "d_kv": 8,
+    "d_ff": 64,
+    "num_layers": 2,
+    "num_decoder_layers": 2,
+    "num_heads": 4,
+    "vocab_size": 99,
+    "decoder_start_token_id": 0,
+    "dropout_rate": 0.0,
+}
 _NO_BERT_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 _SEQ2SEQ = {
     "d_model": 32,
@@ -198,33 +210,13 @@ def build_hf(name: str, device: str = "cpu") -> tuple[nn.Module, dict[str, torch
         config = t.MistralConfig(sliding_window=4, **_DECODER)
         model, inputs = t.MistralForCausalLM(config), {"input_ids": ids, "labels": ids}
     elif name == "t5":
-        config = t.T5Config(
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=2,
-            num_decoder_layers=2,
-            num_heads=4,
-            vocab_size=99,
-            decoder_start_token_id=0,
-            dropout_rate=0.0,
-        )
+        config = t.T5Config(**_T5_SIZES)
         model, inputs = (
             t.T5ForConditionalGeneration(config),
             {"input_ids": ids, "labels": ids[:, :5].contiguous()},
         )
     elif name == "mt5":
-        config = t.MT5Config(
-            d_model=32,
-            d_kv=8,
-            d_ff=64,
-            num_layers=2,
-            num_decoder_layers=2,
-            num_heads=4,
-            vocab_size=99,
-            decoder_start_token_id=0,
-            dropout_rate=0.0,
-        )
+        config = t.MT5Config(**_T5_SIZES)
         model, inputs = (
             t.MT5ForConditionalGeneration(config),
             {"input_ids": ids, "labels": ids[:, :5].contiguous()},
