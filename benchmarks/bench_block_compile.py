@@ -27,8 +27,10 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "integration-tests"))
 
 from _timing import print_table, ratio, write_json
+from zoo import tiny_llama_layers
 
 GPU = False
 NAME = "block_compile"
@@ -61,25 +63,9 @@ def _inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
 
 def _llama() -> tuple[list[torch.nn.Module], torch.Tensor, dict[str, Any]]:
     import transformers
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
     transformers.logging.set_verbosity_error()
-    config = LlamaConfig(
-        hidden_size=64,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        num_hidden_layers=LAYERS,
-        vocab_size=128,
-    )
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    layers = [LlamaDecoderLayer(config, i).eval() for i in range(LAYERS)]
-    hidden = torch.randn(2, 32, 64)
-    positions = torch.arange(32)[None].expand(2, 32)
-    embeddings = LlamaRotaryEmbedding(config)(hidden, positions)
-    return layers, hidden, {"position_embeddings": embeddings}
+    return tiny_llama_layers(LAYERS, tokens=32)  # type: ignore[return-value]
 
 
 def _run(layers: list[Any], hidden: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:

@@ -315,3 +315,29 @@ def build_hf(name: str, device: str = "cpu") -> tuple[nn.Module, dict[str, torch
     return model.to(device), {
         k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()
     }
+
+
+def tiny_llama_layers(
+    n: int, tokens: int = 8
+) -> tuple[list[nn.Module], torch.Tensor, dict[str, object]]:
+    """``n`` transformers ``LlamaDecoderLayer`` s of one tiny config (hidden 64, 2 heads,
+    intermediate 128; sdpa), in eval mode, seeded; a hidden state of batch 2 x ``tokens`` and
+    the keyword arguments a layer takes (the rotary position embeddings)."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        num_hidden_layers=n,
+        vocab_size=128,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    layers: list[nn.Module] = [LlamaDecoderLayer(config, i).eval() for i in range(n)]
+    hidden = torch.randn(2, tokens, 64)
+    positions = torch.arange(tokens)[None].expand(2, tokens)
+    embeddings = LlamaRotaryEmbedding(config)(hidden, positions)
+    return layers, hidden, {"position_embeddings": embeddings}

@@ -11,6 +11,7 @@ import copy
 
 import pytest
 import torch
+from zoo import tiny_llama_layers
 
 import sapwood
 from sapwood_tracer.api import events
@@ -33,33 +34,12 @@ def captures():
     stop()
 
 
-def _llama_layers(n: int):
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
-
-    config = LlamaConfig(
-        hidden_size=64,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        num_hidden_layers=n,
-        vocab_size=128,
-    )
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    layers = [LlamaDecoderLayer(config, i).eval() for i in range(n)]
-    hidden = torch.randn(2, 8, 64)
-    positions = torch.arange(8)[None].expand(2, 8)
-    embeddings = LlamaRotaryEmbedding(config)(hidden, positions)
-    return layers, hidden, {"position_embeddings": embeddings}
-
-
 def _tensor(out):
     return out[0] if isinstance(out, tuple) else out
 
 
 def test_eight_llama_layers_compiled_separately_trace_at_most_twice(captures):
-    layers, hidden, kwargs = _llama_layers(8)
+    layers, hidden, kwargs = tiny_llama_layers(8)
     compiled = [sapwood.compile(layer, backend="eager") for layer in layers]
     with torch.no_grad():
         x = y = hidden
@@ -71,7 +51,7 @@ def test_eight_llama_layers_compiled_separately_trace_at_most_twice(captures):
 
 
 def test_a_deep_copied_llama_layer_does_not_recompile(captures):
-    (layer,), hidden, kwargs = _llama_layers(1)
+    (layer,), hidden, kwargs = tiny_llama_layers(1)
     compiled = sapwood.compile(layer, backend="eager")
     with torch.no_grad():
         compiled(hidden, **kwargs)
