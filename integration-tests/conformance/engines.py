@@ -10,7 +10,9 @@ What counts as "ran eagerly":
 
 - sapwood: a ``capture`` event (``sapwood_tracer.api.events``) whose cache entry has an
   ``exit`` (a graph break: the rest, or one call, ran eagerly), or a ``skip`` event (a
-  whole code object ran eagerly).
+  whole code object ran eagerly). A ``next`` exit (a loop's next item taken eagerly) is
+  counted only when the call broke nowhere else: otherwise it is the consequence of the
+  break in the loop's body, which is counted (or left out) itself.
 - TorchDynamo: ``torch._dynamo.utils.counters``, read before and after the call. A key of
   ``counters["graph_break"]`` whose count grew is a graph break. ``counters["frames"]``
   counts every frame Dynamo tried (``total``) and those it converted (``ok``); when
@@ -155,21 +157,36 @@ class SapwoodEngine(Engine):
 
 
 class _SapwoodWatch(Watch):
+    """A loop's next item taken eagerly (a ``next`` exit) is the consequence of a break in
+    the loop's body, counted (or left out, at a harness wrapper) itself; it is counted only
+    when the call broke nowhere else, which is the case of an iterator from the caller."""
+
     def __enter__(self) -> Watch:
         from sapwood_tracer.api import events
 
+        self._next_exits: list[str] = []
+        self._other_breaks = 0
         self._stop = events.listen(self._event)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop()
+        if not self._other_breaks:
+            for reason in self._next_exits:
+                self.add(reason)
 
     def _event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "skip":
+            self._other_breaks += 1
             self.add(f"runs eagerly: {data['reason']}")
         elif kind == "capture" and data["entry"].exit is not None:
             exit = data["entry"].exit
-            self.add(f"graph break at {exit.location}: {exit.reason}")
+            reason = f"graph break at {exit.location}: {exit.reason}"
+            if exit.kind == "next":
+                self._next_exits.append(reason)
+            else:
+                self._other_breaks += 1
+                self.add(reason)
 
 
 class DynamoEngine(Engine):

@@ -222,8 +222,8 @@ def _many_breaks(lines: int) -> Any:
 def test_a_long_function_with_many_graph_breaks_runs_its_rest_eagerly_past_the_break_cost(
     monkeypatch,
 ):
-    # each break traces a resume code as long as the function: past BREAK_COST_LIMIT
-    # instructions of them, the rest of the call runs eagerly
+    # each break traces a resume code as long as the rest of the function: past
+    # BREAK_COST_LIMIT instructions of them, the rest of the call runs eagerly
     from sapwood_tracer.api import cache
 
     monkeypatch.setattr(cache, "BREAK_COST_LIMIT", 5_000)
@@ -234,7 +234,9 @@ def test_a_long_function_with_many_graph_breaks_runs_its_rest_eagerly_past_the_b
     for _ in range(2):
         assert torch.equal(compiled(x), fn(x))
     report = sapwood_tracer.explain(fn)(x)
-    assert len(report.breaks) <= cache.BREAK_COST_LIMIT // size + 2
+    # the rests add up to ~ n * size / 2 for the first n breaks
+    assert len(report.breaks) <= 2 * (2 * cache.BREAK_COST_LIMIT // size + 2)
+    assert len(report.breaks) < 200
     [(name, why)] = report.eager_functions
     assert "many_breaks" in name and "graph breaks in many_breaks" in why
 

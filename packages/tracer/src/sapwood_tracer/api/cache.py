@@ -9,13 +9,14 @@ Invariants:
   weakly; when one dies, the entry leaves its cache (an ``id`` it compares could be reused).
 * Once a code has ``RECOMPILE_LIMIT`` entries, a call that matches none runs eagerly; the
   first such call warns once, naming the guard that failed most often.
-* Graph breaks cost a trace of a resume code each, and a resume code is as long as the
-  function it resumes; a loop whose body breaks recompiles its resume code at each iteration,
-  with guards on every value it takes over: once the entries of one function's resume codes
-  add up to ``BREAK_COST_LIMIT`` (instructions, and guards of recompiles), a resume
-  code met afterwards runs eagerly (the rest of that call of the function, with the reason in
-  explain() and the logs), so a long function with hundreds of breaks, or a loop with a
-  break that recompiles at each iteration over large data, costs a bounded compile.
+* Graph breaks cost a trace of a resume code each, and a resume code holds what can run from
+  its resume point on (in straight-line code, the rest of the function); a loop whose body
+  breaks may recompile its resume code when reached with other values, with guards on what
+  it takes over. Once one function's resume codes add up to ``BREAK_COST_LIMIT``
+  instructions, or their recompiles to ``RECOMPILE_COST_LIMIT`` instructions and guards, a
+  resume code met afterwards runs eagerly (the rest of that call of the function, with the
+  reason in explain() and the logs), so a long function with hundreds of breaks, or a loop
+  with a break that recompiles at each iteration over large data, costs a bounded compile.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..interpreter.budget import forget_overruns
 
 __all__ = [
     "BREAK_COST_LIMIT",
+    "RECOMPILE_COST_LIMIT",
     "RECOMPILE_LIMIT",
     "CacheEntry",
     "CodeCache",
@@ -53,8 +55,12 @@ RECOMPILE_LIMIT = 8
 RESUME_RECOMPILE_LIMIT = 64
 
 
-#: Instructions and guards of the resume entries of one function (see the invariants).
-BREAK_COST_LIMIT = 20_000
+#: Instructions of the resume codes of one function, traced the first time each (see the
+#: invariants; a resume code holds only what can run from its resume point on)
+BREAK_COST_LIMIT = 200_000
+#: Instructions and guards of the entries of one function's resume codes traced again (a loop
+#: whose body breaks, reached with other values)
+RECOMPILE_COST_LIMIT = 60_000
 
 
 def limit_for(code: types.CodeType) -> int:
@@ -110,8 +116,10 @@ class CodeCache:
     warned: bool = False
     #: set when the code cannot be traced at all (not even with graph breaks): why
     eager_reason: str | None = None
-    #: instructions and guards of the entries of this (original) code's resume codes
+    #: instructions of the first entries of this (original) code's resume codes
     break_cost: int = 0
+    #: instructions and guards of their later entries (recompiles)
+    recompile_cost: int = 0
 
     def add(self, entry: CacheEntry) -> bool:
         """Append ``entry``, to be dropped again when an object it holds weakly dies (so
@@ -173,14 +181,20 @@ def cache_for(code: types.CodeType) -> CodeCache:
 
 def over_break_cost(code: types.CodeType) -> str | None:
     """Why ``code``, a resume code, must run eagerly instead of being traced: its function is
-    past :data:`BREAK_COST_LIMIT`; None when it may be traced (or is no resume code)."""
+    past :data:`BREAK_COST_LIMIT` or :data:`RECOMPILE_COST_LIMIT`; None when it may be traced (or is no resume code)."""
     info = resume_info(code)
-    if info is None or cache_for(info.original).break_cost < BREAK_COST_LIMIT:
+    if info is None:
+        return None
+    cache = cache_for(info.original)
+    if cache.break_cost >= BREAK_COST_LIMIT:
+        cost = f"more than {BREAK_COST_LIMIT:,} instructions"
+    elif cache.recompile_cost >= RECOMPILE_COST_LIMIT:
+        cost = f"more than {RECOMPILE_COST_LIMIT:,} (instructions and guards) in recompiles"
+    else:
         return None
     return (
-        f"graph breaks in {info.original.co_qualname} whose resume functions cost more than "
-        f"{BREAK_COST_LIMIT:,} (instructions and guards) to compile; the rest of the call runs "
-        "eagerly"
+        f"graph breaks in {info.original.co_qualname} whose resume functions cost {cost} to"
+        " compile; the rest of the call runs eagerly"
     )
 
 
@@ -193,8 +207,9 @@ def count_break_cost(code: types.CodeType, entry: CacheEntry) -> None:
         return
     cost = len(code.co_code) // 2
     if len(cache_for(code).entries) > 1:
-        cost += len(entry.guards)
-    cache_for(info.original).break_cost += cost
+        cache_for(info.original).recompile_cost += cost + len(entry.guards)
+    else:
+        cache_for(info.original).break_cost += cost
 
 
 def lookup(code: types.CodeType) -> CodeCache | None:

@@ -31,8 +31,10 @@ the resume function can see is rebuilt from the graph's outputs, the inputs, or 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,13 +72,39 @@ _JUMPS_ON_TRUTH = {
 }
 
 
-@dataclass(eq=False)
 class Continuation:
-    """One way on after the break: the resume code and the values it receives."""
+    """One way on after the break: the resume code and the values it receives.
 
-    code: types.CodeType
-    values: list[Value]
-    eager: bool = False  # run the rest uncompiled (a ``rest`` break)
+    The code of a way taken only when the eager part raises (``on_error``) is made the first
+    time it is needed (``make``): most calls never raise, and a resume code is as long as the
+    function it resumes, so a function with many breaks would otherwise assemble each twice.
+    """
+
+    __slots__ = ("_code", "_make", "eager", "values")
+
+    def __init__(
+        self,
+        code: types.CodeType | None,
+        values: list[Value],
+        eager: bool = False,
+        make: Callable[[], types.CodeType] | None = None,
+    ) -> None:
+        assert (code is None) != (make is None)
+        self._code = code
+        self._make = make
+        self.values = values
+        self.eager = eager  # run the rest uncompiled (a ``rest`` break)
+
+    @property
+    def made(self) -> bool:
+        return self._code is not None
+
+    @property
+    def code(self) -> types.CodeType:
+        if self._code is None:
+            assert self._make is not None
+            self._code, self._make = self._make(), None
+        return self._code
 
 
 @dataclass(eq=False)
@@ -189,10 +217,13 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
             names = tuple(local_names[i] for i in kept)
             values = [locals_values[i] for i in kept]
         layout, passed, plain_locals = resume_layout(items, names, values, cell_names, held=held)
+        values = [*passed, *plain_locals, *cell_values]
         if raises:
             layout = dataclasses.replace(layout, raises=True)
-        resume = resume_code(original, start, layout)
-        return Continuation(resume, [*passed, *plain_locals, *cell_values], eager)
+            return Continuation(
+                None, values, eager, make=functools.partial(resume_code, original, start, layout)
+            )
+        return Continuation(resume_code(original, start, layout), values, eager)
 
     if inst.opname in _CALLS or inst.opname in _JUMPS_ON_TRUTH:
         exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
@@ -384,7 +415,9 @@ def emit_break_tail(
     def resume(cont: Continuation, parts: list[str]) -> str:
         run = runtime.eager if cont.eager else runtime.compiled
         args = ", ".join(parts) + ("," if len(parts) == 1 else "")
-        return f"{em.const(run)}({em.const(cont.code)}, ({args}), C, G)"
+        # a code made on first need is read from its continuation then
+        code = em.const(cont.code) if cont.made else f"{em.const(cont)}.code"
+        return f"{em.const(run)}({code}, ({args}), C, G)"
 
     inner = indent
     if exit.on_error is not None:

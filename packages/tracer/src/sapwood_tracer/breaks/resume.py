@@ -39,6 +39,7 @@ from typing import Any
 from bytecode import Bytecode, CellVar, CompilerFlags, FreeVar, Instr, Label
 
 from ..errors import Unsupported
+from .reachable import drop_unreachable
 
 __all__ = ["ResumeInfo", "ResumeLayout", "StackSlot", "resume_code", "resume_info"]
 
@@ -123,6 +124,20 @@ _SUPERINSTRUCTIONS = {
 
 _codes: dict[tuple[types.CodeType, int, ResumeLayout], types.CodeType] = {}
 _infos: dict[types.CodeType, ResumeInfo] = {}
+#: each original's instructions as parsed by ``bytecode``, parsed once: a function that breaks
+#: at many places has a resume code made from it per place (each build works on copies)
+_parsed: dict[types.CodeType, tuple[Any, ...]] = {}
+
+
+def _items_of(original: types.CodeType) -> list[Any]:
+    """Fresh copies of the instructions (and labels, try markers) of ``original``."""
+    parsed = _parsed.get(original)
+    if parsed is None:
+        source = Bytecode.from_code(original, conserve_exception_block_stackdepth=True)
+        parsed = _parsed[original] = tuple(source)
+    # instructions are changed in place later (cell relabelling): copies; labels and try
+    # markers are only compared by identity, within one copy
+    return [item.copy() if isinstance(item, Instr) else item for item in parsed]
 
 
 def resume_info(code: types.CodeType) -> ResumeInfo | None:
@@ -157,8 +172,7 @@ def resume_code(original: types.CodeType, target: int, layout: ResumeLayout) -> 
 
 
 def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types.CodeType:
-    source = Bytecode.from_code(original, conserve_exception_block_stackdepth=True)
-    items: list[Any] = list(source)
+    items = _items_of(original)
     instr_positions = [i for i, item in enumerate(items) if isinstance(item, Instr)]
     # The original's own prologue (COPY_FREE_VARS, MAKE_CELL, RESUME) is re-emitted first.
     resume_at = next(i for i, p in enumerate(instr_positions) if items[p].name == "RESUME")
@@ -199,6 +213,7 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
         ]
     body[position:position] = landing
     body, body_origins = _split_body(body, resume_at + 1, added={id(i) for i in landing})
+    body, body_origins = drop_unreachable(body, body_origins, target_label)
 
     prologue: list[Any] = []
     # live cell variables arrive as arguments of their own names; MAKE_CELL (in the head,
