@@ -201,6 +201,9 @@ def build_entry_function(
         inputs = [em.source(s, indent) for s in compiled.input_sources]
         em.lines.append(f"{indent}o = {em.const(compiled.fn)}({', '.join(inputs)})")
     built: dict[int, str] = {}
+    if effects is not None:
+        # before the attribute writes: the sources read here are the call's own inputs
+        _emit_set_replays(em, effects, indent)
     for write in writes:
         target = em.source(write.source, indent)
         value = _emit(em, write.value, collector, built, indent)
@@ -214,6 +217,16 @@ def build_entry_function(
         out = _emit(em, result, collector, built, indent)
         em.lines.append(f"{indent}return {out}")
     return em.build("sapwood_entry", list(em.lines))
+
+
+def _emit_set_replays(em: Emitter, effects: SideEffects, indent: str) -> None:
+    """Replay the operations on sets from the inputs on the real sets, in program order."""
+    for target, op, args in effects.set_ops:
+        assert target.source is not None
+        parts = [em.source(target.source, indent)]
+        for kind, arg in args:
+            parts.append(em.const(arg) if kind == "const" else em.source(arg.source, indent))
+        em.lines.append(f"{indent}{em.const(op)}({', '.join(parts)})")
 
 
 def _emit_mutations(
@@ -446,6 +459,7 @@ def _emit(
         expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
     elif isinstance(value, SetValue):
         # members in the traced set's iteration order (the real set's own order follows)
+        value.check_order()
         members = [value.members[k] for k in value.order]
         parts = [_emit(em, v, collector, built, indent) for v in members]
         kind = frozenset if value.frozen else set

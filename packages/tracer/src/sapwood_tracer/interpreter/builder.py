@@ -105,12 +105,12 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
             return seen[1]
     value = _make(tx, obj, source)
     tx.by_source[source] = value
-    if isinstance(value, (ModuleValue, ObjectValue, ListValue, DictValue)):
+    if isinstance(value, (ModuleValue, ObjectValue, ListValue, DictValue, SetValue)):
         tx.by_object[id(obj)] = (obj, value)
     return value
 
 
-_SHARED_KINDS = (list, dict, collections.OrderedDict)
+_SHARED_KINDS = (list, dict, collections.OrderedDict, set)
 
 
 def _is_plain_object(obj: Any) -> bool:

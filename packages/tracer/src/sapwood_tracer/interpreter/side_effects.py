@@ -1,9 +1,11 @@
 """Side effects of a trace on objects that existed before the call.
 
-Three kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
-mutations of lists and dicts from the inputs (``xs.append(y)``, ``d[k] = v``), and global
-assignments. During the trace later reads see the new values; after the graph runs, the
-effects are applied to the real objects: attribute writes in program order, each mutated
+Four kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
+mutations of lists and dicts from the inputs (``xs.append(y)``, ``d[k] = v``), operations on
+sets from the inputs (``s.add(k)``, ``s |= t``), and global assignments. During the trace
+later reads see the new values; after the graph runs, the effects are applied to the real
+objects: the set operations replayed in program order (a set's final order depends on its
+history, not only on its members), attribute writes in program order, each mutated
 container's final contents, then each assigned global's final value.
 
 Invariant: a write is keyed by the real object's identity, not by the source it was reached
@@ -42,6 +44,9 @@ class SideEffects:
         self.containers: dict[int, Value] = {}
         #: real closure cells assigned by the trace (RealCellValue, by id)
         self.cells: dict[int, Value] = {}
+        #: operations on sets from the inputs, in program order: (the set, the set method,
+        #: its arguments as ``("const", obj)`` or ``("source", value from the inputs)``)
+        self.set_ops: list[tuple[Value, Any, list[tuple[str, Any]]]] = []
         #: globals assigned by the trace: (globals dict, name) -> value (None: deleted)
         self.globals: dict[tuple[int, str], tuple[dict[str, Any], str, Value | None]] = {}
 
@@ -52,6 +57,10 @@ class SideEffects:
     def mutate_container(self, container: Value) -> None:
         """``container`` (a list or dict from the inputs) changed: write back its contents."""
         self.containers.setdefault(id(container), container)
+
+    def replay_set_op(self, target: Value, op: Any, args: list[tuple[str, Any]]) -> None:
+        """``op(target, *args)`` changed ``target``, a set from the inputs: replay it."""
+        self.set_ops.append((target, op, args))
 
     def store_global(self, f_globals: dict[str, Any], name: str, value: Value | None) -> None:
         key = (id(f_globals), name)

@@ -20,7 +20,7 @@ from ..values.exceptions import raised_for_real
 from ..values.functions import BoundMethodValue
 from ..values.identity import same_object
 from ..values.objects import NewObjectValue, ObjectValue
-from ..values.sets import SetValue
+from ..values.sets import INPLACE_OPS, SetValue
 from ..values.symbolic import (
     SizeValue,
     SymNumberValue,
@@ -155,13 +155,13 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
             a.check_mutable(tx)
             a.update_from(tx, b)
             return a
-        if isinstance(a, SetValue) and isinstance(b, SetValue) and base in _SET_OPS:
-            if a.source is not None or a.frozen:
-                raise Unsupported("mutating a set that was passed in")
-            fn(a.order, b.order)  # the real in-place operation on the key sets
-            merged = {**b.members, **a.members}
-            a.members = {k: merged[k] for k in a.order}
-            return a
+        if (
+            isinstance(a, SetValue)
+            and isinstance(b, SetValue)
+            and base in _SET_OPS
+            and not a.frozen
+        ):
+            return _set_inplace(tx, fn, a, b)
         fn = base
     if isinstance(a, (TupleValue, ListValue)) or isinstance(b, (TupleValue, ListValue)):
         result = _sequence_op(tx, fn, a, b)
@@ -187,6 +187,24 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
+
+
+def _set_inplace(tx: Context, fn: Any, a: SetValue, b: SetValue) -> SetValue:
+    """``a |= b`` (and ``&=``, ``-=``, ``^=``) on a set: the real in-place operation on the key
+    sets; on a set from the inputs it is replayed on the real set after the graph."""
+
+    def change() -> SetValue:
+        fn(a.order, b.order)
+        merged = {**b.members, **a.members}
+        a.members = {k: merged[k] for k in a.order}
+        return a
+
+    if a.source is not None:
+        return a.mutate_input(tx, INPLACE_OPS[fn], [b], change)
+    if not b.order_known:
+        a.order_known = False
+    return change()
+
 
 _METHODS = (BoundBuiltinMethod, BoundMethodValue)
 

@@ -1,12 +1,19 @@
 """Sets and frozensets of hashable trace-time members, iterated in Python's order.
 
 The same rules as :mod:`.containers`: a set made during the trace is mutated in place,
-privately; one that came from the inputs is guarded (on its members and iteration order) and
-mutating it is refused.
+privately; one that came from the inputs is guarded (on its members and iteration order).
+Mutating a set from the inputs goes on on a private copy of its keys, and each operation is
+replayed on the real set after the graph, in program order, with arguments that replay
+exactly (constants, snapshots, other input sets): the real set then ends as it would
+eagerly. Its iteration order afterwards depends on its hash table's history, which the copy
+does not share, so until the next graph break the trace refuses whatever would observe it
+(iterating, ``pop``, passing it as a constant); membership, size and comparisons stay exact.
 """
 
 from __future__ import annotations
 
+import operator
+import sys
 from typing import Any
 
 from ..errors import TracedException, Unsupported
@@ -34,7 +41,7 @@ class SetValue(Value):
     members.
     """
 
-    __slots__ = ("frozen", "members", "order")
+    __slots__ = ("frozen", "members", "order", "order_known")
 
     def __init__(
         self,
@@ -47,6 +54,8 @@ class SetValue(Value):
         self.members = members
         self.frozen = frozen
         self.order = order if order is not None else set(members)
+        #: False once ``order`` no longer iterates as the real set would (see the module)
+        self.order_known = True
 
     @classmethod
     def of(cls, tx: Context, items: list[Value], frozen: bool = False) -> SetValue:
@@ -65,6 +74,7 @@ class SetValue(Value):
         """``set.update(iterable)``, on the key mirror with the real operation where the
         argument is a set or a constant (the real update copies a set's table layout)."""
         if isinstance(iterable, SetValue):
+            self.order_known = self.order_known and iterable.order_known
             self.order.update(iterable.order)
             for k, v in iterable.members.items():
                 self.members.setdefault(k, v)
@@ -85,14 +95,20 @@ class SetValue(Value):
         return frozenset if self.frozen else set
 
     def is_constant(self) -> bool:
-        return all(v.is_constant() for v in self.members.values())
+        return self.order_known and all(v.is_constant() for v in self.members.values())
+
+    def check_order(self) -> None:
+        if not self.order_known:
+            raise Unsupported(_UNKNOWN_ORDER)
 
     def as_constant(self) -> Any:
+        self.check_order()
         return (frozenset if self.frozen else set)(
             self.members[k].as_constant() for k in self.order
         )
 
     def unpack(self, tx: Context) -> list[Value]:
+        self.check_order()
         if not self.is_constant():
             raise Unsupported("iterating over a set of non-constant members (order unknown)")
         return [self.members[k] for k in self.order]
@@ -123,7 +139,9 @@ class SetValue(Value):
         """``self <op> other`` for a set operator of :mod:`operator` (|, &, -, ^), computed on
         the real key sets so the result iterates in Python's order."""
         order = op(self.order, other.order)
-        return self._derived(order, [self.members, other.members])
+        out = self._derived(order, [self.members, other.members])
+        out.order_known = self.order_known and other.order_known
+        return out
 
     def _derived(self, order: Any, pools: list[dict[Any, Value]]) -> SetValue:
         """A new set of the keys ``order`` (the result of a real operation on key sets), its
@@ -140,15 +158,51 @@ class SetValue(Value):
         if name == "copy":
             if self.frozen:
                 return self  # frozenset.copy() is the frozenset itself
-            return SetValue(dict(self.members), self.frozen, order=self.order.copy())
+            out = SetValue(dict(self.members), self.frozen, order=self.order.copy())
+            out.order_known = self.order_known
+            return out
         if name in _PURE:
             operands = [_keys_of(tx, a) for a in args]
             result = _real(getattr(self.order, name), [keys for keys, _ in operands])
             if isinstance(result, bool):
                 return ConstantValue(result)
-            return self._derived(result, [self.members] + [pool for _, pool in operands])
-        if self.source is not None or self.frozen:
-            raise Unsupported("mutating a set that was passed in")
+            out = self._derived(result, [self.members] + [pool for _, pool in operands])
+            out.order_known = _all_known([self, *args])
+            return out
+        if self.frozen:
+            raise Unsupported("mutating a frozenset")
+        if self.source is None:
+            if not _all_known(args):
+                self.order_known = False
+            return self._mutate(tx, name, args)
+        if name == "pop":
+            raise Unsupported("set.pop() of a set that was passed in (its member is the table's)")
+        if name in ("remove", "discard") and _lookup_key(tx, args[0]) not in self.members:
+            if name == "remove":  # (nothing changes: no replay)
+                raise TracedException(cls=KeyError, args=(args[0],))
+            return ConstantValue(None)
+        return self.mutate_input(tx, getattr(set, name), args, lambda: self._mutate(tx, name, args))
+
+    def mutate_input(self, tx: Context, op: Any, args: list[Value], change: Any) -> Any:
+        """``op(self, *args)`` on this set from the inputs: ``change()`` makes it on a private
+        copy of its keys, and ``op`` is replayed on the real set after the graph (see the
+        module). An exception from the change is left to an eager run (a graph break): the
+        real set could have changed part way."""
+        snapshots = [_replayable(tx, a) for a in args]
+        if self.order_known:
+            self.order = set(self.order)  # (for an input, ``order`` was the real set itself)
+            self.order_known = False
+        try:
+            result = change()
+        except TracedException as exc:
+            what = getattr(exc.cls, "__name__", "an exception")
+            raise Unsupported(
+                f"a change of a set that was passed in, which raised {what}"
+            ) from None
+        tx.side_effects.replay_set_op(self, op, snapshots)
+        return result
+
+    def _mutate(self, tx: Context, name: str, args: list[Value]) -> Value:
         if name == "__init__":
             if len(args) > 1:
                 raise_error(TypeError, f"set expected at most 1 argument, got {len(args)}")
@@ -317,3 +371,71 @@ class SetIteratorValue(ListIteratorValue):
         if value is None:
             self.keys = None
         return value
+
+
+_UNKNOWN_ORDER = (
+    "the iteration order of a set from the inputs that the trace changed (it depends on the"
+    " real set's hash table; the change is replayed on it after the graph)"
+)
+
+
+def _all_known(values: list[Value]) -> bool:
+    return all(v.order_known for v in values if isinstance(v, SetValue))
+
+
+#: what an argument replayed on a real set may be as a constant: immutable, so the generated
+#: code can hold it
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
+
+
+def _immutable(obj: Any) -> bool:
+    if isinstance(obj, (tuple, frozenset)) and type(obj) in (tuple, frozenset):
+        return all(_immutable(item) for item in obj)
+    return type(obj) in _IMMUTABLE
+
+
+def _replayable(tx: Context, value: Value) -> tuple[str, Any]:
+    """An argument of an operation on an input set as the replay after the graph passes it:
+    ``("const", obj)`` or ``("source", value)`` (another set from the inputs, read then: the
+    replays run in program order). It must make the real set end as the eager call would,
+    so it is the same kind of object with the same items in the same order."""
+    if isinstance(value, SetValue):
+        if value.source is not None:
+            return ("source", value)
+        keys = value.order
+        if value.order_known and all(
+            _same_constant(value.members[k].as_constant(), k) and _immutable(k) for k in keys
+        ):
+            if value.frozen:
+                return ("const", keys)  # (the trace's own frozenset: its very table)
+            # the replay takes the trace's own key set, whose table was made by the same
+            # operations as the real one; the trace goes on with a copy, which iterates the
+            # same only where its table came out the same size and order
+            copy = keys.copy()
+            if sys.getsizeof(copy) != sys.getsizeof(keys) or list(copy) != list(keys):
+                value.order_known = False
+            value.order = copy
+            return ("const", keys)
+    elif isinstance(value, ConstantValue) and _immutable(value.value):
+        return ("const", value.value)
+    elif value.python_type() in (list, tuple) and value.is_constant():
+        items = value.as_constant()
+        if all(_immutable(item) for item in items):
+            return ("const", tuple(items))  # (iterated as a list or a tuple alike)
+    elif value.python_type() is dict and value.is_constant():
+        keys = list(value.as_constant())
+        if all(_immutable(k) for k in keys):
+            return ("const", dict.fromkeys(keys))  # (a dict is read by its own table)
+    raise Unsupported(
+        f"changing a set that was passed in with {value.describe()} (the change could not be"
+        " replayed on the real set exactly)"
+    )
+
+
+#: the in-place operators on sets and the set methods replayed for them
+INPLACE_OPS = {
+    operator.ior: set.__ior__,
+    operator.iand: set.__iand__,
+    operator.isub: set.__isub__,
+    operator.ixor: set.__ixor__,
+}
