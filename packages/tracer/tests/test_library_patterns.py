@@ -4,6 +4,7 @@ constant result (install probes, version checks)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import pytest
@@ -24,6 +25,10 @@ def _aot_eager(gm, example_inputs):
 
 
 BACKENDS = {"eager": _eager, "aot_eager": _aot_eager}
+
+
+def _compiled_eager(fn):
+    return sapwood_tracer.compile(fn, backend=_eager)
 
 
 # ----------------------------------------------------------------- torch.autograd.Function
@@ -240,3 +245,70 @@ def test_identity_of_two_object_inputs_is_guarded(check):
 
     one, other = Plain(), Plain()
     check(fn, (torch.ones(2), one, other), (torch.ones(2), one, one), graphs=2)
+
+
+# ----------------------------------------------------------------- tables keyed by class
+class _Plain:
+    pass
+
+
+class _Other:
+    pass
+
+
+_HANDLERS_BY_CLASS = {int: "int", str: "str", _Plain: "plain", torch.Tensor: "tensor"}
+
+
+def _handler_of(x, value):
+    return x + 1, _HANDLERS_BY_CLASS.get(type(value), "none"), len(_HANDLERS_BY_CLASS)
+
+
+def test_a_table_keyed_by_classes_is_read_in_one_graph():
+    # the ``copy`` module's own tables (copiers by type) are such dicts
+    x = torch.ones(2)
+    for value in (3, "s", _Plain(), _Other()):
+        got = _compiled_eager(_handler_of)(x, value)
+        want = _handler_of(x, value)
+        assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    report = sapwood_tracer.explain(_handler_of)(x, _Plain())
+    assert not report.breaks and not report.eager_functions, str(report)
+
+
+def test_a_key_added_to_a_table_keyed_by_classes_is_seen_on_the_next_call():
+    x = torch.ones(2)
+    compiled = _compiled_eager(_handler_of)
+    assert compiled(x, _Other())[1] == "none"
+    _HANDLERS_BY_CLASS[_Other] = "other"
+    try:
+        assert compiled(x, _Other())[1:] == ("other", 5)
+    finally:
+        del _HANDLERS_BY_CLASS[_Other]
+    assert compiled(x, _Other())[1:] == ("none", 4)
+
+
+def test_a_table_keyed_by_local_classes_is_not_taken_as_an_input():
+    class Local:
+        pass
+
+    table = {Local: 1}
+
+    def lookup(x, value):
+        return x + table.get(type(value), 0)
+
+    x = torch.ones(1)
+    assert torch.equal(_compiled_eager(lookup)(x, Local()), lookup(x, Local()))
+    report = sapwood_tracer.explain(lookup)(x, Local())
+    assert any("keys are not constants" in b.reason for b in report.breaks), str(report)
+
+
+def _copies(x):
+    return x + 1, copy.copy([1, 2]), copy.copy(_Plain) is _Plain, copy.copy((1, "a"))
+
+
+def test_copy_copy_of_builtin_values_and_classes_stays_in_one_graph():
+    x = torch.ones(1)
+    got = _compiled_eager(_copies)(x)
+    want = _copies(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    report = sapwood_tracer.explain(_copies)(x)
+    assert not report.breaks and not report.eager_functions, str(report)

@@ -39,6 +39,7 @@ import dataclasses
 import enum
 import functools
 import os
+import sys
 import types
 import weakref
 from typing import Any, Protocol
@@ -172,15 +173,17 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return NamedTupleValue(cls, items, source)
     if cls in (dict, collections.OrderedDict) or _plain_dict_subclass(cls):
         keys = tuple(obj.keys())
-        if not all(is_constant_type(k) for k in keys):
+        if not all(is_constant_type(k) or _lasting_class(k) for k in keys):
             raise Unsupported("a dict input whose keys are not constants")
         _type_match(tx, source, obj)
+        # (the guard may hold a lasting class, as in ``copy``'s tables of copiers by type)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
         out = DictValue(
             {}, source, cls=cls, obj=obj if cls not in (dict, collections.OrderedDict) else None
         )
         for k in keys:
-            out.entries[k] = (ConstantValue(k), wrap(tx, obj[k], ItemSource(source, k)))
+            key = _callable_value(tx, k, None) if _lasting_class(k) else ConstantValue(k)
+            out.entries[k] = (key, wrap(tx, obj[k], ItemSource(source, k)))
         return out
     if cls in (set, frozenset):
         members = tuple(obj)
@@ -373,6 +376,21 @@ def _is_torch_builtin(fn: Any) -> bool:
         return True
     owner = getattr(fn, "__objclass__", None)
     return owner is not None and owner in (torch.Tensor, torch._C.TensorBase)
+
+
+def _lasting_class(obj: Any) -> bool:
+    """A class that is a dict key only to itself and lives as long as the interpreter or its
+    module: a static type (defined in C), or a class its module holds under its name; its
+    metaclass compares and hashes by identity."""
+    if not isinstance(obj, type):
+        return False
+    meta = type(obj)
+    if meta.__eq__ is not type.__eq__ or meta.__hash__ is not type.__hash__:
+        return False
+    if not obj.__flags__ & (1 << 9):  # not Py_TPFLAGS_HEAPTYPE: static
+        return True
+    module = sys.modules.get(obj.__module__)
+    return "<locals>" not in obj.__qualname__ and getattr(module, obj.__name__, None) is obj
 
 
 def _callable_value(tx: WrappingSession, obj: Any, source: Source | None) -> Value:

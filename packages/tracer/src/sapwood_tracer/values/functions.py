@@ -111,6 +111,9 @@ class FunctionValue(Value):
     def cells(self, tx: Context) -> tuple[Value, ...]:
         raise NotImplementedError
 
+    def truth(self, tx: Context) -> bool:
+        return True  # (a function's class defines neither __bool__ nor __len__)
+
     def python_type(self) -> type:
         return types.FunctionType
 
