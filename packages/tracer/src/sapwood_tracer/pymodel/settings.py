@@ -6,6 +6,7 @@ Registered into the table of :mod:`.builtins` on import."""
 from __future__ import annotations
 
 import builtins
+import enum
 import sys
 from typing import Any
 
@@ -13,8 +14,9 @@ from sapwood_graph import GuardKind
 
 from ..errors import Unsupported
 from ..guards.sources import GlobalStateSource
-from ..values.base import ConstantValue, Context, Value, is_constant_type
+from ..values.base import ConstantValue, Context, Value, is_constant_type, runs_enum_user_code
 from ..values.containers import ListValue
+from ..values.enums import EnumClassValue
 from .builtins import _HANDLERS, Handler, _fold_call, handles
 
 __all__: list[str] = []
@@ -62,6 +64,11 @@ def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``dir(x)`` of an immutable constant or a builtin class: its attribute names."""
     if len(args) == 1 and not kwargs:
         target = args[0]
+        if isinstance(target, EnumClassValue):
+            return ListValue([ConstantValue(n) for n in target.names_in_dir(tx)])
+        member = target.as_constant() if target.is_constant() else None
+        if isinstance(member, enum.Enum) and runs_enum_user_code(member, "__dir__"):
+            raise Unsupported(f"dir() of {target.describe()}, whose class defines __dir__")
         if isinstance(target, ConstantValue) and is_constant_type(target.value):
             return ListValue([ConstantValue(n) for n in dir(target.value)])
         if target.is_constant():

@@ -35,6 +35,7 @@ __all__ = [
     "Value",
     "attribute_missing",
     "is_constant_type",
+    "runs_enum_user_code",
     "truth_of_plain_object",
 ]
 
@@ -186,6 +187,33 @@ def _is_enum_member(value: Any) -> bool:
     return isinstance(value, enum.Enum)
 
 
+def _user_function(fn: Any) -> bool:
+    return isinstance(fn, types.FunctionType) and fn.__module__ != "enum"
+
+
+def runs_enum_user_code(member: Any, name: str) -> bool:
+    """Whether reading ``member.name`` (an enum member's attribute) runs Python code of the
+    user's: a getter (``property``, ``enum.property``) or a method, class or static method
+    of its class that is not the ``enum`` module's own."""
+    import enum
+
+    for klass in type(member).__mro__:
+        if name in klass.__dict__:
+            raw = klass.__dict__[name]
+            break
+    else:
+        return False
+    if isinstance(raw, (property, types.DynamicClassAttribute)):
+        # (these three only call their getter on an instance; a subclass may do anything)
+        plain = type(raw) in (property, types.DynamicClassAttribute, enum.property)
+        return not plain or _user_function(raw.fget)
+    if name in getattr(member, "__dict__", {}):
+        return False  # the instance's own value wins over a non-data attribute
+    if isinstance(raw, (classmethod, staticmethod)):
+        return _user_function(raw.__func__)
+    return _user_function(raw)
+
+
 class ConstantValue(Value):
     """An immutable Python value known at trace time."""
 
@@ -211,6 +239,9 @@ class ConstantValue(Value):
         return self.value
 
     def getattr(self, tx: Context, name: str) -> Value:
+        if _is_enum_member(self.value) and runs_enum_user_code(self.value, name):
+            # (an enum member wrapped from the inputs is an EnumMemberValue, which inlines it)
+            raise Unsupported(f"attribute {name!r} of {self.describe()}, which runs user code")
         try:
             attr = getattr(self.value, name)
         except AttributeError:
