@@ -159,6 +159,8 @@ def call_builtin(
             raise Unsupported(f"math.{real.__name__} on a tensor (it needs the tensor's value)")
         raise Unsupported(f"{fn.describe()} on non-constant arguments")
     bound_to = getattr(real, "__self__", None)
+    if type(bound_to) is str and real == bound_to.join and len(args) == 1 and not kwargs:
+        return _join(tx, bound_to, args[0])
     if (
         bound_to is not None
         and not isinstance(bound_to, type)
@@ -221,6 +223,17 @@ def _check_arguments(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> No
 
 
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
+
+
+def _join(tx: Context, separator: str, iterable: Value) -> Value:
+    """``separator.join(iterable)``: folded once the iterable's items (an iterator's are taken
+    from it, as the real call would) are all constants."""
+    items = [iterable] if iterable.is_constant() else tx.unpack(iterable)
+    if not all(item.is_constant() for item in items):
+        raise Unsupported("str.join of values that are not constants")
+    if not iterable.is_constant():
+        items = [ConstantValue([item.as_constant() for item in items])]
+    return _fold_call(tx, separator.join, items, {})
 
 
 def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
