@@ -33,6 +33,8 @@ from ..values.base import (
     IteratorValue,
     Value,
     _AttributeMissing,
+    folds_for_real,
+    holds_user_enum,
     is_constant_type,
 )
 from ..values.containers import DictValue, ListValue, TupleValue
@@ -45,6 +47,7 @@ from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
 from .caller_frames import reads_callers_frame
+from .enum_text import inlines_text, member_text
 
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
 
@@ -57,7 +60,6 @@ _FOLDABLE: set[Any] = {
     builtins.pow,
     builtins.chr,
     builtins.ord,
-    builtins.format,
     builtins.repr,
     builtins.hash,
     builtins.complex,
@@ -165,8 +167,10 @@ def call_builtin(
         bound_to is not None
         and not isinstance(bound_to, type)
         and is_constant_type(bound_to)
+        and folds_for_real(bound_to, getattr(real, "__name__", ""))
         and all(a.is_constant() for a in args)
         and all(v.is_constant() for v in kwargs.values())
+        and not any(holds_user_enum(v.as_constant()) for v in [*args, *kwargs.values()])
     ):
         # methods of immutable builtin values (str.split, int.bit_length, ...) are pure
         return _fold_call(tx, real, args, kwargs)
@@ -237,6 +241,10 @@ def _join(tx: Context, separator: str, iterable: Value) -> Value:
 
 
 def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    for arg in (*args, *kwargs.values()):
+        if holds_user_enum(arg.as_constant()):
+            # (its class's code, or the enum module's calling it, would run at trace time)
+            raise Unsupported(f"{getattr(fn, '__name__', fn)}() of {arg.describe()}")
     try:
         result = fn(
             *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
@@ -479,6 +487,8 @@ def _scalar_type(kind: type) -> Handler:
             return _text_of_exception(args[0], str)
         if kind is str and not args[0].is_constant():
             raise Unsupported(f"str() of {args[0].describe()}")
+        if kind is str and len(args) == 1 and not kwargs and inlines_text(args[0]):
+            return member_text(tx, args[0], "__str__")
         return _fold_call(tx, kind, args, kwargs)
 
     return handler
@@ -505,7 +515,21 @@ def _repr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return _text_of_exception(args[0], repr)
     if not all(a.is_constant() for a in args):
         raise Unsupported(f"repr() of {args[0].describe() if args else 'nothing'}")
+    if len(args) == 1 and not kwargs and inlines_text(args[0]):
+        return member_text(tx, args[0], "__repr__")
     return _fold_call(tx, repr, args, kwargs)
+
+
+@handles(builtins.format)
+def _format(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if 1 <= len(args) <= 2 and not kwargs and inlines_text(args[0]):
+        spec = args[1].as_constant() if len(args) == 2 else ""
+        if type(spec) is not str:
+            raise Unsupported(f"format() with the spec {args[1].describe()}")
+        return member_text(tx, args[0], "__format__", spec)
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"format() of {args[0].describe() if args else 'nothing'}")
+    return _fold_call(tx, format, args, kwargs)
 
 
 # ----------------------------------------------------------------- containers and iteration

@@ -16,7 +16,7 @@ from ..errors import Unsupported
 from ..guards.sources import GlobalStateSource
 from ..values.base import ConstantValue, Context, Value, is_constant_type, runs_enum_user_code
 from ..values.containers import ListValue
-from ..values.enums import EnumClassValue
+from ..values.enums import EnumClassValue, is_immutable_class
 from .builtins import _HANDLERS, Handler, _fold_call, handles
 
 __all__: list[str] = []
@@ -61,7 +61,8 @@ for _cls in _IMMUTABLE_CLASSES:
 
 @handles(builtins.dir)
 def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """``dir(x)`` of an immutable constant or a builtin class: its attribute names."""
+    """``dir(x)`` of an immutable constant, a class whose attributes cannot change (builtin
+    and C types) or an enum class: its attribute names."""
     if len(args) == 1 and not kwargs:
         target = args[0]
         if isinstance(target, EnumClassValue):
@@ -73,6 +74,6 @@ def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
             return ListValue([ConstantValue(n) for n in dir(target.value)])
         if target.is_constant():
             obj = target.as_constant()
-            if isinstance(obj, type) and obj.__module__ == "builtins" and type(obj) is type:
+            if isinstance(obj, type) and is_immutable_class(obj):
                 return ListValue([ConstantValue(n) for n in dir(obj)])
     raise Unsupported(f"dir() of {args[0].describe() if args else 'nothing'}")

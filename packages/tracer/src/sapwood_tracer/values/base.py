@@ -34,6 +34,10 @@ __all__ = [
     "RangeIteratorValue",
     "Value",
     "attribute_missing",
+    "class_runs_user_code",
+    "enum_class_runs_user_code",
+    "folds_for_real",
+    "holds_user_enum",
     "is_constant_type",
     "runs_enum_user_code",
     "truth_of_plain_object",
@@ -214,6 +218,61 @@ def runs_enum_user_code(member: Any, name: str) -> bool:
     return _user_function(raw)
 
 
+def enum_class_runs_user_code(member: Any) -> bool:
+    return class_runs_user_code(type(member))
+
+
+def _is_special_name(name: str) -> bool:
+    """A dunder (``__str__``) or an enum sunder (``_missing_``) name."""
+    return (len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_") or (
+        len(name) > 4 and name[:2] == name[-2:] == "__"
+    )
+
+
+def class_runs_user_code(cls: type) -> bool:
+    """Whether the enum class ``cls`` has Python code of the user's that builtins and the
+    ``enum`` module's methods may call: a class of its MRO other than the ``enum`` module's
+    defines a Python function (a method, getter, class or static method) under a special
+    name (``__str__``, ``__eq__``, ``_missing_``, ``_value_repr_``, ...). Such a member's
+    ``str()``, ``format()``, operators ... are not run for real at trace time; its other
+    methods and getters run only when read, and reads are inlined."""
+    for klass in cls.__mro__:
+        if klass.__module__ in ("enum", "builtins"):
+            continue
+        for name, raw in klass.__dict__.items():
+            if not _is_special_name(name) or name == "_generate_next_value_":
+                continue  # (that one runs only while a class is made)
+            if isinstance(raw, (property, types.DynamicClassAttribute)):
+                raw = raw.fget
+            elif isinstance(raw, (classmethod, staticmethod)):
+                raw = raw.__func__
+            if _user_function(raw):
+                return True
+    return False
+
+
+def holds_user_enum(value: Any) -> bool:
+    """Whether ``value`` is (or is a tuple holding) an enum member whose class has Python code
+    of the user's: calling a function on it for real could run that code."""
+    if isinstance(value, tuple):
+        return any(holds_user_enum(item) for item in value)
+    return _is_enum_member(value) and enum_class_runs_user_code(value)
+
+
+def folds_for_real(value: Any, dunder: str) -> bool:
+    """Whether calling ``value``'s method ``dunder`` for real at trace time runs no code of
+    the user's (false for an enum member whose class has such code, where ``dunder`` is
+    written in Python)."""
+    if not _is_enum_member(value) or not enum_class_runs_user_code(value):
+        return True
+    if dunder in ("__str__", "__repr__", "__format__"):
+        return False  # builtin ones call the others (``format(x, "")`` is ``str(x)``)
+    for klass in type(value).__mro__:
+        if dunder in klass.__dict__:
+            return not isinstance(klass.__dict__[dunder], types.FunctionType)
+    return True
+
+
 class ConstantValue(Value):
     """An immutable Python value known at trace time."""
 
@@ -224,6 +283,11 @@ class ConstantValue(Value):
         self.value = value
 
     def describe(self) -> str:
+        if _is_enum_member(self.value):
+            # (not its repr, which may be code of the user's)
+            return f"the enum member {type(self.value).__qualname__}.{self.value._name_}"
+        if holds_user_enum(self.value):
+            return f"a constant {type(self.value).__qualname__} holding enum members"
         text = repr(self.value)
         if len(text) > 40:
             text = text[:37] + "..."

@@ -30,20 +30,22 @@ from sapwood_graph import AttrSource, GuardKind
 
 from ..errors import Unsupported
 from ..guards.sources import KeysSource
-from .attributes import class_dict_source, held, lookup_mro
+from .attributes import class_dict_source, held, is_data_descriptor, lookup_mro
 from .base import (
     ConstantValue,
     Context,
     ListIteratorValue,
     Value,
     attribute_missing,
+    class_runs_user_code,
+    enum_class_runs_user_code,
     runs_enum_user_code,
 )
 from .exceptions import raised_for_real
 from .functions import BoundMethodValue
 from .objects import ClassValue
 
-__all__ = ["EnumClassValue", "EnumMemberValue", "member_value"]
+__all__ = ["EnumClassValue", "EnumMemberValue", "is_immutable_class", "member_value"]
 
 _META = enum.EnumType
 
@@ -53,6 +55,16 @@ def member_value(member: Any) -> Value:
     if isinstance(member, enum.Enum):
         return EnumMemberValue(member)
     return ConstantValue(member)
+
+
+#: ``Py_TPFLAGS_IMMUTABLETYPE``: the attributes of such a type cannot be set or deleted
+_IMMUTABLE_TYPE = 1 << 8
+
+
+def is_immutable_class(cls: type) -> bool:
+    """Whether ``cls`` and its bases are classes whose attributes cannot change (builtin and C
+    types), under the plain metaclass: ``dir(cls)`` is the same on every call."""
+    return type(cls) is type and all(k.__flags__ & _IMMUTABLE_TYPE for k in cls.__mro__)
 
 
 def _is_stdlib_method(meta: type, name: str) -> bool:
@@ -130,14 +142,23 @@ class EnumClassValue(ClassValue):
         obj = item.as_constant()
         # not a member: 3.11 warns and raises TypeError, 3.12 looks among the members' values
         if not isinstance(obj, enum.Enum) and (
-            sys.version_info < (3, 12) or not _compares_in_c(obj)
+            sys.version_info < (3, 12) or not self._values_compare_in_c(obj)
         ):
             raise Unsupported(f"'in' on {self.describe()} with {item.describe()}")
         self._guard_members(tx)
         return obj in self.cls  # type: ignore[operator]
 
+    def _values_compare_in_c(self, value: Any) -> bool:
+        """Whether looking ``value`` up among the members' values runs no Python code."""
+        members = self.cls._member_map_.values()  # type: ignore[attr-defined]
+        return _compares_in_c(value) and all(_compares_in_c(m._value_) for m in members)
+
     def getitem(self, tx: Context, key: Value) -> Value:
-        if not self._uses("__getitem__") or not key.is_constant():
+        if (
+            not self._uses("__getitem__")
+            or not key.is_constant()
+            or not _compares_in_c(key.as_constant())
+        ):
             raise Unsupported(f"indexing {self.describe()}")
         self._guard_members(tx)
         try:
@@ -148,7 +169,8 @@ class EnumClassValue(ClassValue):
     def names_in_dir(self, tx: Context) -> list[str]:
         """``dir(cls)``, where EnumType's ``__dir__`` computes it from the class alone."""
         member_type = self.cls._member_type_  # type: ignore[attr-defined]
-        if not self._uses("__dir__") or type(member_type).__dir__ is not type.__dir__:
+        if not self._uses("__dir__") or not is_immutable_class(member_type):
+            # (the names of a mixed-in class of the user's could change)
             raise Unsupported(f"dir() of {self.describe()}")
         self._guard_members(tx)
         return dir(self.cls)
@@ -183,14 +205,21 @@ class EnumClassValue(ClassValue):
         """``cls(value)``: the member with that value, by the real ``Enum.__new__``."""
         cls: Any = self.cls
         what = f"{cls.__qualname__}({arg.describe()})"
-        if not arg.is_constant() or not _compares_in_c(arg.as_constant()):
+        if not arg.is_constant():
             raise Unsupported(f"looking up the member {what}: the value is not a constant")
         if cls.__new__ is not enum.Enum.__new__:
             raise Unsupported(f"looking up the member {what}: its class replaces __new__")
         if getattr(cls._missing_, "__func__", None) not in _STDLIB_MISSING:
             raise Unsupported(f"looking up the member {what}: its class defines _missing_")
-        if not all(_compares_in_c(m._value_) for m in cls._member_map_.values()):
-            raise Unsupported(f"looking up the member {what}: a member's value has __eq__")
+        if not self._values_compare_in_c(arg.as_constant()):
+            raise Unsupported(f"looking up the member {what}: a value's __eq__ is Python code")
+        if not self._found_directly(arg.as_constant()) and (
+            class_runs_user_code(cls)
+            or not is_immutable_class(cls._member_type_)
+            or not _is_stdlib_method(type(cls), "__repr__")
+        ):
+            # ``_missing_`` (Flag's makes a composite member) would call code of the user's
+            raise Unsupported(f"looking up the member {what}: not one of its members' values")
         self._guard_members(tx)
         try:
             found = cls(arg.as_constant())
@@ -198,22 +227,49 @@ class EnumClassValue(ClassValue):
             raise raised_for_real(error, f"looking up the member {what}") from None
         return member_value(found)
 
+    def _found_directly(self, value: Any) -> bool:
+        """Whether ``Enum.__new__`` finds ``value`` without calling ``_missing_``."""
+        cls: Any = self.cls
+        if type(value) is cls:
+            return True
+        try:
+            return value in cls._value2member_map_
+        except TypeError:  # unhashable: compared with each member's value
+            return any(m._value_ == value for m in cls._member_map_.values())
+
 
 class EnumMemberValue(ConstantValue):
     """An enum member: a constant, whose attributes that run the user's Python code are
-    inlined (a property, an ``enum.property`` with a getter of the user's, a method)."""
+    inlined (a property, an ``enum.property`` with a getter of the user's, a method), as are
+    the ``enum`` module's methods where its class has code of the user's (they may call it)."""
 
     __slots__ = ()
 
     def getattr(self, tx: Context, name: str) -> Value:
-        if not runs_enum_user_code(self.value, name):
+        member = self.value
+        klass, raw = lookup_mro(type(member), name)
+        if klass is None or (
+            name in getattr(member, "__dict__", {}) and not is_data_descriptor(raw)
+        ):
             return super().getattr(tx, name)
-        klass, raw = lookup_mro(type(self.value), name)
-        assert klass is not None
         source = class_dict_source(klass, name)
         if isinstance(raw, (property, types.DynamicClassAttribute)):
+            if not runs_enum_user_code(member, name):
+                return super().getattr(tx, name)
+            if type(raw) not in (property, types.DynamicClassAttribute, enum.property):
+                raise Unsupported(f"attribute {name!r} of {self.describe()} ({type(raw)})")
             fget = tx.wrap(raw.fget, AttrSource(source, "fget"))
             return tx.call(fget, [self], {})
-        if isinstance(raw, types.FunctionType):
+        if isinstance(raw, types.FunctionType) and (
+            raw.__module__ != "enum" or enum_class_runs_user_code(member)
+        ):
             return BoundMethodValue(tx.wrap(raw, source), self)
-        raise Unsupported(f"attribute {name!r} of {self.describe()} ({type(raw).__name__})")
+        if runs_enum_user_code(member, name):
+            raise Unsupported(f"attribute {name!r} of {self.describe()} ({type(raw).__name__})")
+        return super().getattr(tx, name)
+
+    def hash_key(self, tx: Context) -> Any:
+        # (enum's own __hash__ hashes the name; one of the user's would run at trace time)
+        if runs_enum_user_code(self.value, "__hash__") or runs_enum_user_code(self.value, "__eq__"):
+            raise Unsupported(f"{self.describe()} as a dict key or set member (its __hash__)")
+        return super().hash_key(tx)
