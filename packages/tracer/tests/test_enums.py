@@ -7,6 +7,8 @@ once at trace time."""
 from __future__ import annotations
 
 import enum
+import sys
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -283,3 +285,16 @@ def test_comparisons_and_keys_of_members_of_a_class_with_user_code():
 
     _same_everywhere(fn, torch.ones(1))
     assert _breaks(fn, torch.ones(1)) == []
+
+
+def test_a_value_that_is_not_a_member_in_an_enum_class_behaves_as_eagerly():
+    # 3.11: TypeError (after a DeprecationWarning); 3.12 on: whether a member has that value
+    def fn(x):
+        try:
+            found = 2 in Color, 9 in Color
+        except TypeError:
+            found = "TypeError"
+        return found, x + 1
+
+    with pytest.warns(DeprecationWarning) if sys.version_info < (3, 12) else nullcontext():
+        _same_everywhere(fn, torch.ones(1))

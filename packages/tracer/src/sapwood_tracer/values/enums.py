@@ -178,7 +178,8 @@ class EnumClassValue(ClassValue):
     # -- attributes and calls ---------------------------------------------------------------
     def getattr(self, tx: Context, name: str) -> Value:
         _, raw = lookup_mro(self.cls, name)
-        if isinstance(raw, types.DynamicClassAttribute) and self._reads_members():
+        plain = type(raw) in (types.DynamicClassAttribute, enum.property)
+        if plain and self._reads_members():
             # an ``enum.property`` seen from the class: the member of that name, if any
             # (its __get__ and EnumType.__getattr__ read ``_member_map_`` only)
             self._guard_members(tx)
