@@ -47,7 +47,7 @@ from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
 from .caller_frames import reads_callers_frame
-from .enum_text import inlines_text, member_text
+from .text import inlines_text, join_text, member_text, text_call, text_of_exception
 
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
 
@@ -162,7 +162,7 @@ def call_builtin(
         raise Unsupported(f"{fn.describe()} on non-constant arguments")
     bound_to = getattr(real, "__self__", None)
     if type(bound_to) is str and real == bound_to.join and len(args) == 1 and not kwargs:
-        return _join(tx, bound_to, args[0])
+        return join_text(tx, bound_to, args[0])
     if (
         bound_to is not None
         and not isinstance(bound_to, type)
@@ -227,17 +227,6 @@ def _check_arguments(fn: Any, args: list[Value], kwargs: dict[str, Value]) -> No
 
 
 _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
-
-
-def _join(tx: Context, separator: str, iterable: Value) -> Value:
-    """``separator.join(iterable)``: folded once the iterable's items (an iterator's are taken
-    from it, as the real call would) are all constants."""
-    items = [iterable] if iterable.is_constant() else tx.unpack(iterable)
-    if not all(item.is_constant() for item in items):
-        raise Unsupported("str.join of values that are not constants")
-    if not iterable.is_constant():
-        items = [ConstantValue([item.as_constant() for item in items])]
-    return _fold_call(tx, separator.join, items, {})
 
 
 def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -484,7 +473,7 @@ def _scalar_type(kind: type) -> Handler:
         if kind is int and len(args) == 1 and symbolic_int:
             return args[0]  # int(size) is the size: it stays symbolic
         if kind is str and isinstance(args[0], ExceptionValue):
-            return _text_of_exception(args[0], str)
+            return text_of_exception(args[0], str)
         if kind is str and not args[0].is_constant():
             raise Unsupported(f"str() of {args[0].describe()}")
         if kind is str and len(args) == 1 and not kwargs and inlines_text(args[0]):
@@ -498,38 +487,15 @@ for _kind in (int, float, bool, str):
     _HANDLERS[_kind] = _scalar_type(_kind)
 
 
-def _text_of_exception(exc: ExceptionValue, text: Any) -> Value:
-    """``str()``/``repr()`` of an exception of the trace: those of the real exception made
-    from the same constant arguments, when its class keeps BaseException's own."""
-    real = exc.real()
-    method = "__str__" if text is str else "__repr__"
-    owner = next(k for k in exc.cls.__mro__ if method in k.__dict__)
-    if real is None or owner.__module__ != "builtins":
-        raise Unsupported(f"{text.__name__}() of {exc.describe()}")
-    return ConstantValue(text(real))
+def _text(tx: Context, args: list[Value], kwargs: dict[str, Value], fn: Any = None) -> Value:
+    if len(args) == 1 and isinstance(args[0], ExceptionValue) and fn is repr:
+        return text_of_exception(args[0], repr)
+    return text_call(tx, fn, args, kwargs, _fold_call)
 
 
-@handles(builtins.repr)
-def _repr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if len(args) == 1 and isinstance(args[0], ExceptionValue):
-        return _text_of_exception(args[0], repr)
-    if not all(a.is_constant() for a in args):
-        raise Unsupported(f"repr() of {args[0].describe() if args else 'nothing'}")
-    if len(args) == 1 and not kwargs and inlines_text(args[0]):
-        return member_text(tx, args[0], "__repr__")
-    return _fold_call(tx, repr, args, kwargs)
-
-
-@handles(builtins.format)
-def _format(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if 1 <= len(args) <= 2 and not kwargs and inlines_text(args[0]):
-        spec = args[1].as_constant() if len(args) == 2 else ""
-        if type(spec) is not str:
-            raise Unsupported(f"format() with the spec {args[1].describe()}")
-        return member_text(tx, args[0], "__format__", spec)
-    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
-        raise Unsupported(f"format() of {args[0].describe() if args else 'nothing'}")
-    return _fold_call(tx, format, args, kwargs)
+# (one model, told which builtin it stands for)
+_HANDLERS[builtins.repr] = functools.partial(_text, fn=repr)
+_HANDLERS[builtins.format] = functools.partial(_text, fn=format)
 
 
 # ----------------------------------------------------------------- containers and iteration

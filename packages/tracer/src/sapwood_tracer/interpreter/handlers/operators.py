@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import Unsupported
 from ...pymodel import operators as ops
-from ...pymodel.enum_text import inlines_text, member_text
+from ...pymodel.text import inlines_text, member_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
 from ...values.identity import compare_ids, same_object
