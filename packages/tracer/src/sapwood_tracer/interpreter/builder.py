@@ -56,6 +56,7 @@ from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
 from ..values.containers import DictValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
+from ..values.enums import EnumClassValue, EnumMemberValue
 from ..values.functions import (
     BoundMethodValue,
     ConstantResultFunctionValue,
@@ -199,7 +200,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return EnvironValue(obj, source)
     if isinstance(obj, enum.Enum):
         _id_match(tx, source, obj)
-        return ConstantValue(obj, source)
+        return EnumMemberValue(obj, source)
     if is_constant_type(obj):
         if cls is int and tx.graph.shape_plan.int_is_symbolic(source):
             return tx.graph.symint_input(tx, obj, source)
@@ -398,6 +399,8 @@ def _callable_value(tx: WrappingSession, obj: Any, source: Source | None) -> Val
         return ContextClassValue(obj)
     if is_modelled_builtin(obj):
         return BuiltinValue(obj, source)
+    if isinstance(obj, enum.EnumType):
+        return EnumClassValue(obj, source)
     if isinstance(obj, type):
         return ClassValue(obj, source)
     if _is_torch_builtin(obj):
@@ -410,6 +413,8 @@ def wrap_trusted(tx: WrappingSession, obj: Any) -> Value:
     cls = type(obj)
     if cls is tuple:
         return TupleValue([wrap_trusted(tx, v) for v in obj])
+    if isinstance(obj, enum.Enum):
+        return EnumMemberValue(obj)
     if is_constant_type(obj) or isinstance(obj, types.CodeType):
         return ConstantValue(obj)
     if isinstance(obj, types.ModuleType):

@@ -6,7 +6,9 @@ Each module models one family of callables or operations over values
 (:mod:`sapwood_tracer.context`), never by importing them. Importing the package registers
 every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the builtins over
 iterators, :mod:`.settings` adds interpreter settings and immutable constructors,
-:mod:`.stdlib` adds ``functools``, ``itertools`` and ``operator``.
+:mod:`.stdlib` adds ``functools``, ``itertools`` and ``operator``; :mod:`.text`
+gives the text of values the folding on constants does not cover (enum members whose class
+has special methods of the user's, exceptions of the trace, ``str.join`` of an iterator).
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """

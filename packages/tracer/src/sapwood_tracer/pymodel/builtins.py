@@ -33,6 +33,8 @@ from ..values.base import (
     IteratorValue,
     Value,
     _AttributeMissing,
+    folds_for_real,
+    holds_user_enum,
     is_constant_type,
 )
 from ..values.containers import DictValue, ListValue, TupleValue
@@ -45,6 +47,7 @@ from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
 from .caller_frames import reads_callers_frame
+from .text import inlines_text, join_text, member_text, text_call, text_of_exception
 
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
 
@@ -57,7 +60,6 @@ _FOLDABLE: set[Any] = {
     builtins.pow,
     builtins.chr,
     builtins.ord,
-    builtins.format,
     builtins.repr,
     builtins.hash,
     builtins.complex,
@@ -159,12 +161,16 @@ def call_builtin(
             raise Unsupported(f"math.{real.__name__} on a tensor (it needs the tensor's value)")
         raise Unsupported(f"{fn.describe()} on non-constant arguments")
     bound_to = getattr(real, "__self__", None)
+    if type(bound_to) is str and real == bound_to.join and len(args) == 1 and not kwargs:
+        return join_text(tx, bound_to, args[0])
     if (
         bound_to is not None
         and not isinstance(bound_to, type)
         and is_constant_type(bound_to)
+        and folds_for_real(bound_to, getattr(real, "__name__", ""))
         and all(a.is_constant() for a in args)
         and all(v.is_constant() for v in kwargs.values())
+        and not any(holds_user_enum(v.as_constant()) for v in [*args, *kwargs.values()])
     ):
         # methods of immutable builtin values (str.split, int.bit_length, ...) are pure
         return _fold_call(tx, real, args, kwargs)
@@ -224,6 +230,10 @@ _MATH_TO_TORCH = {math.sqrt, math.exp, math.log, math.sin, math.cos}
 
 
 def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    for arg in (*args, *kwargs.values()):
+        if holds_user_enum(arg.as_constant()):
+            # (its class's code, or the enum module's calling it, would run at trace time)
+            raise Unsupported(f"{getattr(fn, '__name__', fn)}() of {arg.describe()}")
     try:
         result = fn(
             *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
@@ -463,9 +473,11 @@ def _scalar_type(kind: type) -> Handler:
         if kind is int and len(args) == 1 and symbolic_int:
             return args[0]  # int(size) is the size: it stays symbolic
         if kind is str and isinstance(args[0], ExceptionValue):
-            return _text_of_exception(args[0], str)
+            return text_of_exception(args[0], str)
         if kind is str and not args[0].is_constant():
             raise Unsupported(f"str() of {args[0].describe()}")
+        if kind is str and len(args) == 1 and not kwargs and inlines_text(args[0]):
+            return member_text(tx, args[0], "__str__")
         return _fold_call(tx, kind, args, kwargs)
 
     return handler
@@ -475,24 +487,15 @@ for _kind in (int, float, bool, str):
     _HANDLERS[_kind] = _scalar_type(_kind)
 
 
-def _text_of_exception(exc: ExceptionValue, text: Any) -> Value:
-    """``str()``/``repr()`` of an exception of the trace: those of the real exception made
-    from the same constant arguments, when its class keeps BaseException's own."""
-    real = exc.real()
-    method = "__str__" if text is str else "__repr__"
-    owner = next(k for k in exc.cls.__mro__ if method in k.__dict__)
-    if real is None or owner.__module__ != "builtins":
-        raise Unsupported(f"{text.__name__}() of {exc.describe()}")
-    return ConstantValue(text(real))
+def _text(tx: Context, args: list[Value], kwargs: dict[str, Value], fn: Any = None) -> Value:
+    if len(args) == 1 and isinstance(args[0], ExceptionValue) and fn is repr:
+        return text_of_exception(args[0], repr)
+    return text_call(tx, fn, args, kwargs, _fold_call)
 
 
-@handles(builtins.repr)
-def _repr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if len(args) == 1 and isinstance(args[0], ExceptionValue):
-        return _text_of_exception(args[0], repr)
-    if not all(a.is_constant() for a in args):
-        raise Unsupported(f"repr() of {args[0].describe() if args else 'nothing'}")
-    return _fold_call(tx, repr, args, kwargs)
+# (one model, told which builtin it stands for)
+_HANDLERS[builtins.repr] = functools.partial(_text, fn=repr)
+_HANDLERS[builtins.format] = functools.partial(_text, fn=format)
 
 
 # ----------------------------------------------------------------- containers and iteration

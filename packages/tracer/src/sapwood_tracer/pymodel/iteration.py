@@ -25,6 +25,7 @@ from ..values.containers import (
     TupleValue,
     list_iterator_at,
 )
+from ..values.enums import EnumClassValue
 from ..values.exceptions import exception_value, python_error
 from ..values.iterators import MapIteratorValue
 from ..values.objects import NewObjectValue, ObjectValue, UserIteratorValue
@@ -216,6 +217,8 @@ def _reversed(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value
         raise Unsupported("reversed() of an iterator (TypeError)")
     if args[0].is_constant() and type(args[0].as_constant()) is range:
         return RangeIteratorValue(args[0].as_constant()[::-1])  # (a range_iterator too)
+    if isinstance(args[0], EnumClassValue):
+        return args[0].reversed_iterator(tx)
     cls = args[0].python_type()
     if cls not in _REVERSED_TYPES:
         raise Unsupported(f"reversed() of a {cls.__qualname__}")

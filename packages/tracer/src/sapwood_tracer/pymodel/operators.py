@@ -14,7 +14,14 @@ from typing import Any
 
 from ..errors import Unsupported
 from ..values.attributes import class_attribute, lookup_mro
-from ..values.base import BoundBuiltinMethod, ConstantValue, Context, Value
+from ..values.base import (
+    BoundBuiltinMethod,
+    ConstantValue,
+    Context,
+    Value,
+    folds_for_real,
+    holds_user_enum,
+)
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import raised_for_real
 from ..values.functions import BoundMethodValue
@@ -179,7 +186,9 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         same = _same_method(tx, a, b)
         return ConstantValue(same if fn is operator.eq else not same)
     if a.is_constant() and b.is_constant() and _foldable(a) and _foldable(b):
-        return _fold(fn, a, b)
+        if not (_runs_user_enum_code(fn, a) or _runs_user_enum_code(fn, b)):
+            return _fold(fn, a, b)
+        raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()} and {b.describe()}")
     user = _user_dunder(tx, fn, a, b)
     if user is not None:
         return user
@@ -223,6 +232,19 @@ def _same_method(tx: Context, a: Value, b: Value) -> bool:
     if isinstance(other, ConstantValue):
         return False
     raise Unsupported(f"comparing {a.describe()} with {b.describe()}")
+
+
+def _runs_user_enum_code(fn: Any, v: Value) -> bool:
+    """Whether ``fn`` on the constant ``v`` for real could run Python code of an enum class of
+    the user's: ``v`` holds a member of such a class, and the operator's methods on it are
+    Python code (``%`` formatting calls its ``__str__``, ``__format__``, ...)."""
+    value = v.as_constant()
+    if not holds_user_enum(value):
+        return False
+    names = _DUNDER.get(fn)
+    if names is None or fn is operator.mod or isinstance(value, tuple):
+        return True
+    return not all(folds_for_real(value, name) for name in names)
 
 
 def _foldable(v: Value) -> bool:

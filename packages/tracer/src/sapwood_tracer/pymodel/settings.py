@@ -6,6 +6,7 @@ Registered into the table of :mod:`.builtins` on import."""
 from __future__ import annotations
 
 import builtins
+import enum
 import sys
 from typing import Any
 
@@ -13,8 +14,9 @@ from sapwood_graph import GuardKind
 
 from ..errors import Unsupported
 from ..guards.sources import GlobalStateSource
-from ..values.base import ConstantValue, Context, Value, is_constant_type
+from ..values.base import ConstantValue, Context, Value, is_constant_type, runs_enum_user_code
 from ..values.containers import ListValue
+from ..values.enums import EnumClassValue, is_immutable_class
 from .builtins import _HANDLERS, Handler, _fold_call, handles
 
 __all__: list[str] = []
@@ -59,13 +61,19 @@ for _cls in _IMMUTABLE_CLASSES:
 
 @handles(builtins.dir)
 def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """``dir(x)`` of an immutable constant or a builtin class: its attribute names."""
+    """``dir(x)`` of an immutable constant, a class whose attributes cannot change (builtin
+    and C types) or an enum class: its attribute names."""
     if len(args) == 1 and not kwargs:
         target = args[0]
+        if isinstance(target, EnumClassValue):
+            return ListValue([ConstantValue(n) for n in target.names_in_dir(tx)])
+        member = target.as_constant() if target.is_constant() else None
+        if isinstance(member, enum.Enum) and runs_enum_user_code(member, "__dir__"):
+            raise Unsupported(f"dir() of {target.describe()}, whose class defines __dir__")
         if isinstance(target, ConstantValue) and is_constant_type(target.value):
             return ListValue([ConstantValue(n) for n in dir(target.value)])
         if target.is_constant():
             obj = target.as_constant()
-            if isinstance(obj, type) and obj.__module__ == "builtins" and type(obj) is type:
+            if isinstance(obj, type) and is_immutable_class(obj):
                 return ListValue([ConstantValue(n) for n in dir(obj)])
     raise Unsupported(f"dir() of {args[0].describe() if args else 'nothing'}")

@@ -76,6 +76,10 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
             raise Unsupported(f"reading write-only property {name!r}")
         fget = tx.wrap(raw.fget, AttrSource(source, "fget"))
         return tx.call(fget, [receiver], {})
+    if isinstance(raw, types.ClassMethodDescriptorType):
+        # a class method of a builtin base (``object.__init_subclass__``, ``dict.fromkeys``):
+        # bound to the class, a new bound method on each read, as in Python
+        return BuiltinValue(raw.__get__(None, cls))
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
         if receiver is None and isinstance(

@@ -34,7 +34,12 @@ __all__ = [
     "RangeIteratorValue",
     "Value",
     "attribute_missing",
+    "class_runs_user_code",
+    "enum_class_runs_user_code",
+    "folds_for_real",
+    "holds_user_enum",
     "is_constant_type",
+    "runs_enum_user_code",
     "truth_of_plain_object",
 ]
 
@@ -186,6 +191,88 @@ def _is_enum_member(value: Any) -> bool:
     return isinstance(value, enum.Enum)
 
 
+def _user_function(fn: Any) -> bool:
+    return isinstance(fn, types.FunctionType) and fn.__module__ != "enum"
+
+
+def runs_enum_user_code(member: Any, name: str) -> bool:
+    """Whether reading ``member.name`` (an enum member's attribute) runs Python code of the
+    user's: a getter (``property``, ``enum.property``) or a method, class or static method
+    of its class that is not the ``enum`` module's own."""
+    import enum
+
+    for klass in type(member).__mro__:
+        if name in klass.__dict__:
+            raw = klass.__dict__[name]
+            break
+    else:
+        return False
+    if isinstance(raw, (property, types.DynamicClassAttribute)):
+        # (these three only call their getter on an instance; a subclass may do anything)
+        plain = type(raw) in (property, types.DynamicClassAttribute, enum.property)
+        return not plain or _user_function(raw.fget)
+    if name in getattr(member, "__dict__", {}):
+        return False  # the instance's own value wins over a non-data attribute
+    if isinstance(raw, (classmethod, staticmethod)):
+        return _user_function(raw.__func__)
+    return _user_function(raw)
+
+
+def enum_class_runs_user_code(member: Any) -> bool:
+    return class_runs_user_code(type(member))
+
+
+def _is_special_name(name: str) -> bool:
+    """A dunder (``__str__``) or an enum sunder (``_missing_``) name."""
+    return (len(name) > 2 and name[0] == name[-1] == "_" and name[1] != "_") or (
+        len(name) > 4 and name[:2] == name[-2:] == "__"
+    )
+
+
+def class_runs_user_code(cls: type) -> bool:
+    """Whether the enum class ``cls`` has Python code of the user's that builtins and the
+    ``enum`` module's methods may call: a class of its MRO other than the ``enum`` module's
+    defines a Python function (a method, getter, class or static method) under a special
+    name (``__str__``, ``__eq__``, ``_missing_``, ``_value_repr_``, ...). Such a member's
+    ``str()``, ``format()``, operators ... are not run for real at trace time; its other
+    methods and getters run only when read, and reads are inlined."""
+    for klass in cls.__mro__:
+        if klass.__module__ in ("enum", "builtins"):
+            continue
+        for name, raw in klass.__dict__.items():
+            if not _is_special_name(name) or name == "_generate_next_value_":
+                continue  # (that one runs only while a class is made)
+            if isinstance(raw, (property, types.DynamicClassAttribute)):
+                raw = raw.fget
+            elif isinstance(raw, (classmethod, staticmethod)):
+                raw = raw.__func__
+            if _user_function(raw):
+                return True
+    return False
+
+
+def holds_user_enum(value: Any) -> bool:
+    """Whether ``value`` is (or is a tuple holding) an enum member whose class has Python code
+    of the user's: calling a function on it for real could run that code."""
+    if isinstance(value, tuple):
+        return any(holds_user_enum(item) for item in value)
+    return _is_enum_member(value) and enum_class_runs_user_code(value)
+
+
+def folds_for_real(value: Any, dunder: str) -> bool:
+    """Whether calling ``value``'s method ``dunder`` for real at trace time runs no code of
+    the user's (false for an enum member whose class has such code, where ``dunder`` is
+    written in Python)."""
+    if not _is_enum_member(value) or not enum_class_runs_user_code(value):
+        return True
+    if dunder in ("__str__", "__repr__", "__format__"):
+        return False  # builtin ones call the others (``format(x, "")`` is ``str(x)``)
+    for klass in type(value).__mro__:
+        if dunder in klass.__dict__:
+            return not isinstance(klass.__dict__[dunder], types.FunctionType)
+    return True
+
+
 class ConstantValue(Value):
     """An immutable Python value known at trace time."""
 
@@ -196,6 +283,11 @@ class ConstantValue(Value):
         self.value = value
 
     def describe(self) -> str:
+        if _is_enum_member(self.value):
+            # (not its repr, which may be code of the user's)
+            return f"the enum member {type(self.value).__qualname__}.{self.value._name_}"
+        if holds_user_enum(self.value):
+            return f"a constant {type(self.value).__qualname__} holding enum members"
         text = repr(self.value)
         if len(text) > 40:
             text = text[:37] + "..."
@@ -211,6 +303,9 @@ class ConstantValue(Value):
         return self.value
 
     def getattr(self, tx: Context, name: str) -> Value:
+        if _is_enum_member(self.value) and runs_enum_user_code(self.value, name):
+            # (an enum member wrapped from the inputs is an EnumMemberValue, which inlines it)
+            raise Unsupported(f"attribute {name!r} of {self.describe()}, which runs user code")
         try:
             attr = getattr(self.value, name)
         except AttributeError:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import Unsupported
 from ...pymodel import operators as ops
+from ...pymodel.text import inlines_text, member_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
 from ...values.identity import compare_ids, same_object
@@ -174,6 +175,7 @@ def store_slice(frame: SymbolicFrame, inst: Instruction) -> None:
 
 
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}
+_DUNDERS = {str: "__str__", repr: "__repr__"}
 
 
 @opcode("FORMAT_VALUE", until=(3, 13))
@@ -188,6 +190,15 @@ def format_constant(frame: SymbolicFrame, value: Value, conversion: Any, spec: s
     """``format(conversion(value), spec)`` of a constant; ``spec`` None: convert only."""
     if not value.is_constant():
         raise Unsupported(f"formatting {value.describe()} into a string")
+    if inlines_text(value):
+        # an enum member whose class has code of the user's: its methods, inlined
+        if conversion is ascii:
+            raise Unsupported(f"ascii() of {value.describe()}")
+        if conversion is not None:
+            value = member_text(frame.tx, value, _DUNDERS[conversion])
+            conversion = None
+        elif spec is not None:
+            return member_text(frame.tx, value, "__format__", spec)
     raw = value.as_constant()
     if conversion is not None:
         raw = conversion(raw)
