@@ -27,7 +27,13 @@ Invariants:
   taking a gradient over without a copy.
 * :attr:`LiveStorages.version` changes whenever an entry is registered or leaves the registry,
   so a reader may cache what it derived from the set of entries (see ``TreeNode.fit_checks``).
-  A persistent entry that leaves it, or whose templates are dropped, marks its ``owner`` stale.
+  A persistent entry that leaves it, or whose templates are dropped, marks its ``group`` of its
+  ``owner`` stale (``TreeNode.stale_group``): only that group is registered or rebuilt again.
+* Death is final until the owner replays: nothing but a replay of the node that owns a storage
+  hands out a new reference to it (the runtime's own templates are reachable from nowhere
+  else), so an entry found dead keeps ``dead`` set, and checks of life skip it, until that
+  replay clears it (``TreeNode.entries_handed_out``). Each storage's life is then read about
+  once per replay of its node, not once per check.
 """
 
 from __future__ import annotations
@@ -116,9 +122,16 @@ class LiveStorage:
     rest_refs: int = 0
     rest_uses: int = 0
     owner: Any = field(default=None, repr=False)  # the node whose entry this is (persistent)
+    group: int = -1  # which of the owner's graph-owned storages this is
+    dead: bool = False  # found dead since the owner last handed the storage out
 
     def alive(self) -> bool:
-        return _use_count(self.handle) > self.baseline or (self.handed and self.templates_in_use())
+        if self.dead:
+            return False
+        if _use_count(self.handle) > self.baseline or (self.handed and self.templates_in_use()):
+            return True
+        self.dead = True
+        return False
 
     def templates_in_use(self) -> bool:
         """Whether anyone but the runtime holds a handed-out template."""
@@ -152,9 +165,8 @@ class LiveStorage:
         self.templates = None
         self.baseline = 0
         if self.owner is not None:
-            # the owner's recipe holds the templates too: drop it with them
-            self.owner.entries_ok = False
-            self.owner.recipe = None
+            # the owner's recipe holds the templates too: it drops them with this group
+            self.owner.stale_group(self.group, templates_dropped=True)
 
 
 class LiveStorages:
@@ -201,7 +213,7 @@ class LiveStorages:
         """``entry`` is no longer registered."""
         if entry.persistent:
             if entry.owner is not None:
-                entry.owner.entries_ok = False
+                entry.owner.stale_group(entry.group, templates_dropped=False)
         else:
             _free_weak_ref(entry.handle)
 
@@ -269,9 +281,11 @@ class LiveStorages:
 
 def all_dead(entries: list[LiveStorage]) -> bool:
     """Whether none of ``entries`` is alive: the replay rule's inner loop, run over every
-    registered storage outside a node's memory on each replay, so kept flat (the check of
-    :meth:`LiveStorage.templates_in_use` is written out here)."""
+    registered storage outside a node's memory on each replay, so kept flat (the checks of
+    :meth:`LiveStorage.alive` are written out here, and mark what they find dead)."""
     for e in entries:
+        if e.dead:
+            continue
         if _use_count(e.handle) > e.baseline:
             return False
         if e.handed:
@@ -279,4 +293,5 @@ def all_dead(entries: list[LiveStorage]) -> bool:
             for t in e.templates:  # type: ignore[union-attr]
                 if _refcount(t) > rest_refs or (_USES_HIDDEN and _tensor_uses(t) > rest_uses):
                     return False
+        e.dead = True
     return True

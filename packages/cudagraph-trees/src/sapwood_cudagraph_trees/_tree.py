@@ -19,7 +19,10 @@ Invariants:
 * ``fit_checks`` (the registered storages outside ``held``) is a cache of the registry as it
   was at ``LiveStorages.version`` ``fit_version``; it is rebuilt whenever the version moved.
   ``entries_ok`` is true while every entry of ``entries`` is registered with its templates and
-  ``recipe`` is built from them; anything that breaks that clears it (see ``_liveness``).
+  ``recipe`` is built from them; anything that breaks that for one entry clears it and names the
+  entry's group in ``stale`` (see ``_liveness``), so the next replay mends that group alone.
+  A group whose templates were dropped has its places in ``recipe`` emptied at once: the
+  runtime keeps no reference to storages it no longer holds.
 """
 
 from __future__ import annotations
@@ -67,9 +70,12 @@ class TreeNode:
     pool_growth_bytes: int = 0
     # graph-owned storages whose templates are handed out as the outputs themselves
     handed_groups: frozenset[int] = frozenset()
-    # ``plan`` resolved against ``entries`` (see ``_calls.output_recipe``)
+    # ``plan`` resolved against ``entries`` (see ``_calls.output_recipe``), and per group the
+    # places of its templates in it: (output position, view index, slot in the fresh list or -1)
     recipe: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
+    recipe_slots: list[list[tuple[int, int, int]]] = field(default_factory=list)
     entries_ok: bool = False
+    stale: set[int] = field(default_factory=set)  # groups to register or rebuild again
     fit_version: int = -1
     fit_checks: list[LiveStorage] = field(default_factory=list)
     # (input index, value) of the CPU scalar inputs: the graph holds the value they had when
@@ -82,6 +88,18 @@ class TreeNode:
         self._check_ptrs: list[int | None] = [None] * (max(self._check_indices, default=-1) + 1)
         for index, ptr in self.address_checks:
             self._check_ptrs[index] = ptr
+
+    def stale_group(self, group: int, templates_dropped: bool) -> None:
+        """Group ``group``'s entry left the registry, or also lost its templates."""
+        self.entries_ok = False
+        self.stale.add(group)
+        if templates_dropped and self.recipe is not None:
+            base, fresh = self.recipe[0], self.recipe[1]
+            for pos, _, slot in self.recipe_slots[group]:
+                if slot < 0:
+                    base[pos] = None
+                else:
+                    fresh[slot] = (pos, None)
 
     def mismatch(self, inputs: Sequence[Any], live: LiveStorages) -> str | None:
         """Why this node cannot replay these inputs now (None when it can)."""
