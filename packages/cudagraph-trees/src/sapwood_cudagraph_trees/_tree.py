@@ -16,8 +16,9 @@ Invariants:
   are a subset of those blocks, which is what lets a later recording restore that checkpoint.
 * Nodes are evicted least-recently-used first, per function; an evicted node's children are
   re-attached to its parent so the picture stays a tree.
-* ``fit_checks`` (the registered storages outside ``held``) is a cache of the registry as it
-  was at ``LiveStorages.version`` ``fit_version``; it is rebuilt whenever the version moved.
+* ``fit_checks`` (the addresses of registered storages outside ``held``) is a cache of the
+  registry's addresses as they were at ``LiveStorages.version`` ``fit_version``; it is rebuilt
+  whenever the version moved.
   ``entries_ok`` is true while every entry of ``entries`` is registered with its templates and
   ``recipe`` is built from them; anything that breaks that for one entry clears it and names the
   entry's group in ``stale`` (see ``_liveness``), so the next replay mends that group alone.
@@ -77,7 +78,7 @@ class TreeNode:
     entries_ok: bool = False
     stale: set[int] = field(default_factory=set)  # groups to register or rebuild again
     fit_version: int = -1
-    fit_checks: list[LiveStorage] = field(default_factory=list)
+    fit_checks: list[int] = field(default_factory=list)
     # (input index, value) of the CPU scalar inputs: the graph holds the value they had when
     # it was captured, so it replays only for calls that pass the same values
     host_values: tuple[tuple[int, Any], ...] = ()
@@ -118,7 +119,7 @@ class TreeNode:
             if self.fit_version != live.version:
                 self.fit_checks = live.outside(self.held)
                 self.fit_version = live.version
-            if not all_dead(self.fit_checks):
+            if not all_dead(self.fit_checks, live._by_ptr):
                 return "live"
         return None
 
