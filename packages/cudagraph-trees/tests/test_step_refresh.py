@@ -205,3 +205,18 @@ def test_an_address_seen_before_and_alive_again_still_blocks_a_replay(sim):
     torch.testing.assert_close(kept, (x * 2).sin())
     torch.testing.assert_close(other, (y * 2).sin())
     assert kept.untyped_storage().data_ptr() != other.untyped_storage().data_ptr()
+
+
+def test_reset_forgets_forwards_that_never_ran_their_backward(sim):
+    """A forward whose backward never ran (a loss computed with grad on, then dropped) holds
+    implicit steps back until ``reset()``; after it, a training loop that keeps its loss
+    begins a step at each call again and replays."""
+    fwd, bwd = training_pair()
+    trees.new_generation()
+    fwd([torch.ones(4)])  # no backward
+    trees.reset()
+    fwd, bwd = training_pair()
+    for i in range(6):
+        kept = step(fwd, bwd, torch.full((4,), float(i)))
+    assert (fn_info("fwd").recordings, fn_info("fwd").replays) == (1, 4)
+    torch.testing.assert_close(kept[0], forward([torch.full((4,), 5.0)])[0])

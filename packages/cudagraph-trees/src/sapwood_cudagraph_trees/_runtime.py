@@ -152,6 +152,11 @@ class DeviceRuntime:
         self.layer.release_pool()
         self.pool = PoolState()
         self.pending_step = False
+        # forwards whose backward never ran (evaluated with grad on, then dropped) would keep
+        # every later training step from beginning: the count starts again with the pool
+        self.step_keeps_forward = True
+        self.forwards_pending = 0
+        self.backward_ran = False
 
     # ------------------------------------------------------------------ the three ways to run
     def replay(self, fn: TreeFunction, node: TreeNode, inputs: list[Any]) -> list[Any]:
