@@ -35,7 +35,7 @@ Invariants:
 * Death is final until the owner replays: nothing but a replay of the node that owns a storage
   hands out a new reference to it (the runtime's own templates are reachable from nowhere
   else), so an entry found dead keeps ``dead`` set, and checks of life skip it, until that
-  replay clears it (``TreeNode.entries_handed_out``). Each storage's life is then read about
+  replay clears it (``DeviceRuntime.replay``). Each storage's life is then read about
   once per replay of its node, not once per check.
 """
 
