@@ -79,24 +79,31 @@ def uncapturable_output(outputs: Sequence[Any]) -> str | None:
     return None
 
 
-def output_recipe(node: TreeNode) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+def output_recipe(
+    node: TreeNode,
+) -> tuple[tuple[list[Any], list[Any], list[Any], list[Any]], list[list[tuple[int, int, int]]]]:
     """The node's replay plan resolved against its entries, as a replay uses it: the output
     list with every object that is the same on each replay in place (handed-out templates,
     values, constants), then what each replay fills in: ``(position, template)`` of outputs
     detached anew, ``(position, input index)`` of input objects passed through, and
-    ``(position, input index, *view)`` of views of inputs."""
+    ``(position, input index, *view)`` of views of inputs. Second, per graph-owned storage,
+    where its templates sit: ``(position, view index, slot)``, ``slot`` the index in the
+    fresh list or -1 for the output list (see :func:`patch_recipe`)."""
     base: list[Any] = []
     fresh: list[tuple[int, torch.Tensor]] = []
     passed: list[tuple[int, int]] = []
     viewed: list[tuple[Any, ...]] = []
+    slots: list[list[tuple[int, int, int]]] = [[] for _ in node.entries]
     for pos, (g, k) in enumerate(node.plan):
         if g >= 0:
             entry = node.entries[g]
             template = entry.templates[k]  # type: ignore[union-attr,index]
             if entry.handed:  # type: ignore[union-attr]
                 base.append(template)
+                slots[g].append((pos, k, -1))
             else:
                 base.append(None)
+                slots[g].append((pos, k, len(fresh)))
                 fresh.append((pos, template))
             continue
         base.append(k if g == PLAN_VALUE else None)
@@ -104,4 +111,16 @@ def output_recipe(node: TreeNode) -> tuple[list[Any], list[Any], list[Any], list
             passed.append((pos, k))
         elif g == PLAN_VIEW:
             viewed.append((pos, *k))
-    return base, fresh, passed, viewed
+    return (base, fresh, passed, viewed), slots
+
+
+def patch_recipe(node: TreeNode, group: int) -> None:
+    """Put the new templates of ``group``'s entry in the places of the node's recipe that its
+    old ones held (a new step invalidated one output: the others' places stay as they are)."""
+    base, fresh = node.recipe[0], node.recipe[1]  # type: ignore[index]
+    templates = node.entries[group].templates  # type: ignore[union-attr]
+    for pos, k, slot in node.recipe_slots[group]:
+        if slot < 0:
+            base[pos] = templates[k]  # type: ignore[index]
+        else:
+            fresh[slot] = (pos, templates[k])  # type: ignore[index]

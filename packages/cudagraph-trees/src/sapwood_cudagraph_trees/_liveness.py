@@ -25,9 +25,18 @@ Invariants:
   saved tensors and gradients as C++ references). Handed-out templates are registered as
   autograd's *cached tensors*, so that the runtime's own reference does not stop autograd from
   taking a gradient over without a copy.
-* :attr:`LiveStorages.version` changes whenever an entry is registered or leaves the registry,
-  so a reader may cache what it derived from the set of entries (see ``TreeNode.fit_checks``).
-  A persistent entry that leaves it, or whose templates are dropped, marks its ``owner`` stale.
+* :attr:`LiveStorages.version` changes whenever a storage is registered at an address, or with
+  a size, not seen there since the last :meth:`LiveStorages.prune`, so a reader may cache what
+  it derived from the addresses seen (see ``TreeNode.fit_checks``): an entry that leaves and
+  comes back at the same address (a loss invalidated each step, then registered again by the
+  replay that makes the next one) moves no cache.
+  A persistent entry that leaves it, or whose templates are dropped, marks its ``group`` of its
+  ``owner`` stale (``TreeNode.stale_group``): only that group is registered or rebuilt again.
+* Death is final until the owner replays: nothing but a replay of the node that owns a storage
+  hands out a new reference to it (the runtime's own templates are reachable from nowhere
+  else), so an entry found dead keeps ``dead`` set, and checks of life skip it, until that
+  replay clears it (``DeviceRuntime.replay``). Each storage's life is then read about
+  once per replay of its node, not once per check.
 """
 
 from __future__ import annotations
@@ -116,9 +125,16 @@ class LiveStorage:
     rest_refs: int = 0
     rest_uses: int = 0
     owner: Any = field(default=None, repr=False)  # the node whose entry this is (persistent)
+    group: int = -1  # which of the owner's graph-owned storages this is
+    dead: bool = False  # found dead since the owner last handed the storage out
 
     def alive(self) -> bool:
-        return _use_count(self.handle) > self.baseline or (self.handed and self.templates_in_use())
+        if self.dead:
+            return False
+        if _use_count(self.handle) > self.baseline or (self.handed and self.templates_in_use()):
+            return True
+        self.dead = True
+        return False
 
     def templates_in_use(self) -> bool:
         """Whether anyone but the runtime holds a handed-out template."""
@@ -152,14 +168,16 @@ class LiveStorage:
         self.templates = None
         self.baseline = 0
         if self.owner is not None:
-            # the owner's recipe holds the templates too: drop it with them
-            self.owner.entries_ok = False
-            self.owner.recipe = None
+            # the owner's recipe holds the templates too: it drops them with this group
+            self.owner.stale_group(self.group, templates_dropped=True)
 
 
 class LiveStorages:
     def __init__(self) -> None:
         self._by_ptr: dict[int, LiveStorage] = {}
+        #: address to size of every storage registered since the last prune, registered now
+        #: or not: what ``outside`` reads
+        self._seen: dict[int, int] = {}
         self.version = 0
 
     def __len__(self) -> int:
@@ -195,13 +213,15 @@ class LiveStorages:
         if old is not None:
             self._left(old)
         self._by_ptr[entry.ptr] = entry
-        self.version += 1
+        if self._seen.get(entry.ptr) != entry.nbytes:
+            self._seen[entry.ptr] = entry.nbytes
+            self.version += 1
 
     def _left(self, entry: LiveStorage) -> None:
         """``entry`` is no longer registered."""
         if entry.persistent:
             if entry.owner is not None:
-                entry.owner.entries_ok = False
+                entry.owner.stale_group(entry.group, templates_dropped=False)
         else:
             _free_weak_ref(entry.handle)
 
@@ -222,17 +242,18 @@ class LiveStorages:
         return sum(1 for entry in self._by_ptr.values() if entry.alive())
 
     def prune(self) -> None:
-        """Forget dead storages (the only place entries disappear without invalidation)."""
+        """Forget dead storages (the only place entries disappear without invalidation), and
+        the addresses no storage is registered at."""
         by_ptr = self._by_ptr
-        if not by_ptr:
-            return
         for entry in list(by_ptr.values()):
             if not entry.alive():
                 self._drop(entry)
+        if len(self._seen) != len(by_ptr):
+            self._seen = {ptr: e.nbytes for ptr, e in by_ptr.items()}
+            self.version += 1
 
     def _drop(self, entry: LiveStorage) -> None:
         del self._by_ptr[entry.ptr]
-        self.version += 1
         self._left(entry)
 
     def remove(self, entry: LiveStorage) -> None:
@@ -256,22 +277,28 @@ class LiveStorages:
         dead one does not count. Dead entries are left registered (nothing reads their memory),
         so a node's own entries, dead since its last replay, need no registering again.
         """
-        return all_dead(self.outside(held))
+        return all_dead(self.outside(held), self._by_ptr)
 
-    def outside(self, held: dict[int, int]) -> list[LiveStorage]:
-        """The registered entries that do not lie inside a block of ``held``."""
+    def outside(self, held: dict[int, int]) -> list[int]:
+        """The addresses seen since the last prune whose storage does not lie inside a block
+        of ``held``: every registered entry outside ``held`` is at one of them while
+        :attr:`version` stays the same."""
         get = held.get
-        return [e for ptr, e in self._by_ptr.items() if get(ptr, -1) < e.nbytes]
+        return [ptr for ptr, nbytes in self._seen.items() if get(ptr, -1) < nbytes]
 
     def sizes(self) -> dict[int, int]:
         return {ptr: e.nbytes for ptr, e in self._by_ptr.items()}
 
 
-def all_dead(entries: list[LiveStorage]) -> bool:
-    """Whether none of ``entries`` is alive: the replay rule's inner loop, run over every
-    registered storage outside a node's memory on each replay, so kept flat (the check of
-    :meth:`LiveStorage.templates_in_use` is written out here)."""
-    for e in entries:
+def all_dead(ptrs: list[int], by_ptr: dict[int, LiveStorage]) -> bool:
+    """Whether no storage registered at ``ptrs`` is alive: the replay rule's inner loop, run
+    over the addresses outside a node's memory on each replay, so kept flat (the checks of
+    :meth:`LiveStorage.alive` are written out here, and mark what they find dead)."""
+    get = by_ptr.get
+    for ptr in ptrs:
+        e = get(ptr)
+        if e is None or e.dead:
+            continue
         if _use_count(e.handle) > e.baseline:
             return False
         if e.handed:
@@ -279,4 +306,5 @@ def all_dead(entries: list[LiveStorage]) -> bool:
             for t in e.templates:  # type: ignore[union-attr]
                 if _refcount(t) > rest_refs or (_USES_HIDDEN and _tensor_uses(t) > rest_uses):
                     return False
+        e.dead = True
     return True

@@ -41,13 +41,13 @@ import torch
 from ._calls import (
     input_key,
     is_host_scalar,
-    output_recipe,
     stale_message,
     uncapturable_output,
     value_key,
 )
 from ._checkpoint import PoolState, sync_allocator
 from ._device import DeviceLayer
+from ._entries import refresh_entries, release_entries
 from ._layout import (
     COPIED,
     POOL,
@@ -63,8 +63,6 @@ from ._liveness import (
     LiveStorage,
     LiveStorages,
     enable_cached_tensors,
-    storage_use_count,
-    weak_handle,
 )
 from ._regimes import CaptureRegimes, capture_key, drifted_outputs, output_devices
 from ._tree import Tree, TreeNode
@@ -104,22 +102,22 @@ class DeviceRuntime:
     # ------------------------------------------------------------------ generations
     def start_step(self) -> None:
         """Invalidate outputs of earlier steps; called by the first call after a step began."""
-        explicit = self.step_keeps_forward
+        if self.step_keeps_forward:
+            kept, why = "forward", "mark_step_begin() started a new step"
+        else:
+            kept, why = "backward", "a new training step began (the previous step's backward ran)"
         self.pending_step = False
         self.step_keeps_forward = True
         live = self.live
         for entry in live:
+            if entry.mode == kept:  # kept whether alive or not: no need to look
+                continue
             if not entry.alive():
                 # a node's own dead storage stays registered: replays skip re-registering it
                 if not entry.persistent:
                     live.remove(entry)
                 continue
-            if explicit and entry.mode != "forward":
-                self._invalidate(entry, "mark_step_begin() started a new step")
-            elif not explicit and entry.mode != "backward":
-                self._invalidate(
-                    entry, "a new training step began (the previous step's backward ran)"
-                )
+            self._invalidate(entry, why)
         self.tree.current = None
 
     def end_training_step_if_done(self) -> None:
@@ -143,7 +141,7 @@ class DeviceRuntime:
         for entry in self.live:
             self._invalidate(entry, "reset() freed every graph and the pool")
         for node in list(self.tree.nodes()):
-            self._release_entries(node)
+            release_entries(self.live, node)
             self.layer.release_graph(node.graph)
         self.tree.clear()
         for ref in self.functions:
@@ -154,6 +152,11 @@ class DeviceRuntime:
         self.layer.release_pool()
         self.pool = PoolState()
         self.pending_step = False
+        # forwards whose backward never ran (evaluated with grad on, then dropped) would keep
+        # every later training step from beginning: the count starts again with the pool
+        self.step_keeps_forward = True
+        self.forwards_pending = 0
+        self.backward_ran = False
 
     # ------------------------------------------------------------------ the three ways to run
     def replay(self, fn: TreeFunction, node: TreeNode, inputs: list[Any]) -> list[Any]:
@@ -167,6 +170,8 @@ class DeviceRuntime:
         node.replay()
         if not node.entries_ok:
             self._refresh_entries(fn, node)
+        for entry in node.entries:  # handed out again below: alive until a check says not
+            entry.dead = False  # type: ignore[union-attr]
         if node.handed_groups:
             # autograd honours the runtime's cached tensors only while this is on, and torch's
             # own tree runtime turns it off when it resets
@@ -192,54 +197,7 @@ class DeviceRuntime:
         return outputs
 
     def _refresh_entries(self, fn: TreeFunction, node: TreeNode) -> None:
-        """Give every graph-owned storage of ``node`` a registered entry with templates, and
-        resolve the node's output recipe against them."""
-        entries = node.entries
-        for g, entry in enumerate(entries):
-            if entry is None or entry.templates is None:
-                entries[g] = self._fresh_entry(fn, node, g, entry)
-        for entry in entries:
-            self.live.put(entry)  # type: ignore[arg-type]
-        node.recipe = output_recipe(node)
-        for entry in entries:
-            entry.measure_rest()  # type: ignore[union-attr]
-        node.entries_ok = True
-
-    def _fresh_entry(
-        self, fn: TreeFunction, node: TreeNode, group: int, old: LiveStorage | None
-    ) -> LiveStorage:
-        if old is not None:
-            self.live.release(old)
-        templates = node.layout.templates(self.layer, group)
-        handle = weak_handle(templates[0].untyped_storage())
-        ptr, nbytes = node.layout.storages[group]
-        index, trace = node.output_tags[group]
-        entry = LiveStorage(
-            handle=handle,
-            ptr=ptr,
-            nbytes=nbytes,
-            producer=fn.name,
-            output_index=index,
-            stack_trace=trace,
-            mode=fn.mode,
-            # the references the runtime itself holds: the templates, and the Python storage
-            # object torch keeps alive beside them; measured, not assumed
-            baseline=storage_use_count(handle),
-            templates=templates,
-            persistent=True,
-            owner=node,
-        )
-        if group in node.handed_groups:
-            entry.hand_out()
-        return entry
-
-    def _release_entries(self, node: TreeNode) -> None:
-        for entry in node.entries:
-            if entry is not None:
-                self.live.release(entry)
-        node.entries = [None] * len(node.entries)
-        node.recipe = None
-        node.entries_ok = False
+        refresh_entries(self.live, self.layer, node)
 
     def warmup(self, fn: TreeFunction, inputs: list[Any]) -> list[Any]:
         """Run ``fn`` eagerly in the pool. ``inputs`` is the caller's list, handed on and not
@@ -388,7 +346,7 @@ class DeviceRuntime:
         return InputCopy(-1, target, span)
 
     def evict(self, node: TreeNode) -> None:
-        self._release_entries(node)
+        release_entries(self.live, node)
         self.tree.detach(node)
         self.layer.release_graph(node.graph)
         node.graph = None

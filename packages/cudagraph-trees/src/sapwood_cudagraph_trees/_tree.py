@@ -16,10 +16,14 @@ Invariants:
   are a subset of those blocks, which is what lets a later recording restore that checkpoint.
 * Nodes are evicted least-recently-used first, per function; an evicted node's children are
   re-attached to its parent so the picture stays a tree.
-* ``fit_checks`` (the registered storages outside ``held``) is a cache of the registry as it
-  was at ``LiveStorages.version`` ``fit_version``; it is rebuilt whenever the version moved.
+* ``fit_checks`` (the addresses of registered storages outside ``held``) is a cache of the
+  registry's addresses as they were at ``LiveStorages.version`` ``fit_version``; it is rebuilt
+  whenever the version moved.
   ``entries_ok`` is true while every entry of ``entries`` is registered with its templates and
-  ``recipe`` is built from them; anything that breaks that clears it (see ``_liveness``).
+  ``recipe`` is built from them; anything that breaks that for one entry clears it and names the
+  entry's group in ``stale`` (see ``_liveness``), so the next replay mends that group alone.
+  A group whose templates were dropped has its places in ``recipe`` emptied at once: the
+  runtime keeps no reference to storages it no longer holds.
 """
 
 from __future__ import annotations
@@ -67,11 +71,14 @@ class TreeNode:
     pool_growth_bytes: int = 0
     # graph-owned storages whose templates are handed out as the outputs themselves
     handed_groups: frozenset[int] = frozenset()
-    # ``plan`` resolved against ``entries`` (see ``_calls.output_recipe``)
+    # ``plan`` resolved against ``entries`` (see ``_calls.output_recipe``), and per group the
+    # places of its templates in it: (output position, view index, slot in the fresh list or -1)
     recipe: tuple[list[Any], list[Any], list[Any], list[Any]] | None = None
+    recipe_slots: list[list[tuple[int, int, int]]] = field(default_factory=list)
     entries_ok: bool = False
+    stale: set[int] = field(default_factory=set)  # groups to register or rebuild again
     fit_version: int = -1
-    fit_checks: list[LiveStorage] = field(default_factory=list)
+    fit_checks: list[int] = field(default_factory=list)
     # (input index, value) of the CPU scalar inputs: the graph holds the value they had when
     # it was captured, so it replays only for calls that pass the same values
     host_values: tuple[tuple[int, Any], ...] = ()
@@ -82,6 +89,18 @@ class TreeNode:
         self._check_ptrs: list[int | None] = [None] * (max(self._check_indices, default=-1) + 1)
         for index, ptr in self.address_checks:
             self._check_ptrs[index] = ptr
+
+    def stale_group(self, group: int, templates_dropped: bool) -> None:
+        """Group ``group``'s entry left the registry, or also lost its templates."""
+        self.entries_ok = False
+        self.stale.add(group)
+        if templates_dropped and self.recipe is not None:
+            base, fresh = self.recipe[0], self.recipe[1]
+            for pos, _, slot in self.recipe_slots[group]:
+                if slot < 0:
+                    base[pos] = None
+                else:
+                    fresh[slot] = (pos, None)
 
     def mismatch(self, inputs: Sequence[Any], live: LiveStorages) -> str | None:
         """Why this node cannot replay these inputs now (None when it can)."""
@@ -100,7 +119,7 @@ class TreeNode:
             if self.fit_version != live.version:
                 self.fit_checks = live.outside(self.held)
                 self.fit_version = live.version
-            if not all_dead(self.fit_checks):
+            if not all_dead(self.fit_checks, live._by_ptr):
                 return "live"
         return None
 
