@@ -177,3 +177,47 @@ def test_pop_of_a_set_passed_in_runs_eagerly_with_its_reason():
     assert _compiled(_pop)(s) == _pop(t) and s == t
     report = sapwood_tracer.explain(_pop)({4, 5, 6})
     assert any("set.pop() of a set that was passed in" in b.reason for b in report.breaks)
+
+
+@sapwood_tracer.disable
+def _eager_check(value: Any, allowed: list[Any]) -> None:
+    assert value in allowed
+
+
+def _loop_with_break(s, x):
+    seen = []
+    for v in s:
+        _eager_check(v, list(s))  # a graph break inside the loop over the set
+        seen.append(v)
+        x = x + 1
+    return x, seen, type(iter(s)).__name__
+
+
+@pytest.mark.parametrize("members", [[], [1], ["a", "b", "c", 1, 2], list(range(40))])
+def test_a_loop_over_a_set_passed_in_goes_on_after_a_break_in_its_body(members):
+    x = torch.zeros(1)
+    s = set(members)
+    got = _compiled(_loop_with_break)(s, x)
+    want = _loop_with_break(set(members), x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    report = sapwood_tracer.explain(_loop_with_break)(set(members), x)
+    assert not report.eager_functions, str(report)
+
+
+def _grow_while_looping(s):
+    out = []
+    for v in s:
+        _eager_check(v, list(s))
+        out.append(v)
+        if len(out) == 2:
+            s.add(99)
+    return out
+
+
+def test_a_set_changed_while_a_loop_with_a_break_runs_over_it_fails_as_eagerly():
+    with pytest.raises(RuntimeError, match="changed size") as eager:
+        _grow_while_looping({1, 2, 3})
+    s = {1, 2, 3}
+    with pytest.raises(RuntimeError, match="changed size") as compiled:
+        _compiled(_grow_while_looping)(s)
+    assert str(compiled.value) == str(eager.value) and s == {1, 2, 3, 99}

@@ -21,6 +21,7 @@ from .base import (
     BoundBuiltinMethod,
     ConstantValue,
     Context,
+    IteratorRecipe,
     ListIteratorValue,
     Value,
     attribute_missing,
@@ -349,9 +350,22 @@ class SetIteratorValue(ListIteratorValue):
     __slots__ = ("keys", "owner")
 
     def __init__(self, owner: SetValue, items: list[Value]) -> None:
-        super().__init__(items)
+        super().__init__(items, kind=_SET_ITERATOR)
         self.owner = owner
         self.keys = set(owner.members)
+
+    def rebuild(self) -> IteratorRecipe | None:
+        owner = self.owner
+        if (
+            owner.source is not None
+            and owner.order_known
+            and self.keys is not None
+            and owner.members.keys() == self.keys
+        ):
+            # a set from the inputs, unchanged: its own iterator, advanced as far (it sees the
+            # set change afterwards as this one would, and is of the same type)
+            return IteratorRecipe(set_iterator_at, (owner, ConstantValue(self.index)))
+        return None  # (made again from its items, it would be an iterator of another type)
 
     def remaining(self) -> list[Value] | None:
         # A graph break in a loop over a set would go on over a copy of the rest, which
@@ -359,6 +373,9 @@ class SetIteratorValue(ListIteratorValue):
         if not self.owner.frozen:
             return None
         return super().remaining()
+
+    def describe(self) -> str:
+        return "a set iterator"
 
     def next_value(self, tx: Context) -> Value | None:
         if self.keys is None:  # exhausted: Python's iterator has let the set go
@@ -439,3 +456,15 @@ INPLACE_OPS = {
     operator.isub: set.__isub__,
     operator.ixor: set.__ixor__,
 }
+
+
+_SET_ITERATOR = type(iter(set()))
+
+
+def set_iterator_at(s: set | frozenset, taken: int) -> Any:
+    """A real iterator over ``s`` that has given ``taken`` items already (made at a graph
+    break in a loop over a set from the inputs)."""
+    it = iter(s)
+    for _ in range(taken):
+        next(it)
+    return it
