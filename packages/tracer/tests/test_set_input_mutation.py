@@ -221,3 +221,19 @@ def test_a_set_changed_while_a_loop_with_a_break_runs_over_it_fails_as_eagerly()
     with pytest.raises(RuntimeError, match="changed size") as compiled:
         _compiled(_grow_while_looping)(s)
     assert str(compiled.value) == str(eager.value) and s == {1, 2, 3, 99}
+
+
+def _length_hints(s):
+    it = iter(s)
+    before = it.__length_hint__()
+    next(it)
+    after = it.__length_hint__()
+    for _ in it:
+        pass
+    return before, after, it.__length_hint__()
+
+
+def test_a_set_iterator_hints_its_length_as_pythons():
+    assert _compiled(_length_hints)({4, 5, 6}) == _length_hints({4, 5, 6}) == (3, 2, 0)
+    report = sapwood_tracer.explain(_length_hints)({4, 5, 6})
+    assert not report.breaks, str(report)

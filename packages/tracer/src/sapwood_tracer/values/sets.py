@@ -377,6 +377,19 @@ class SetIteratorValue(ListIteratorValue):
     def describe(self) -> str:
         return "a set iterator"
 
+    def getattr(self, tx: Context, name: str) -> Value:
+        if name == "__length_hint__":
+            return BoundBuiltinMethod(self, name)
+        return super().getattr(tx, name)
+
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        if name != "__length_hint__" or args or kwargs:
+            return super().call_method(tx, name, args, kwargs)
+        # as Python's: the items still to come, 0 once exhausted or once the set's size changed
+        if self.keys is None or len(self.owner.members) != len(self.keys):
+            return ConstantValue(0)
+        return ConstantValue(len(self.items) - self.index)
+
     def next_value(self, tx: Context) -> Value | None:
         if self.keys is None:  # exhausted: Python's iterator has let the set go
             return None
