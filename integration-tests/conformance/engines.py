@@ -18,7 +18,9 @@ What counts as "ran eagerly":
   counts every frame Dynamo tried (``total``) and those it converted (``ok``); when
   ``total`` grew more than ``ok``, a frame ran eagerly as a whole, and the keys of
   ``counters["unimplemented"]`` that grew say why. ``reset`` does not clear the counters,
-  which is why they are compared, never read as absolute numbers.
+  which is why they are compared, never read as absolute numbers. Dynamo's own resume
+  functions are traced even where they hold no tensor (Dynamo would skip them, leaving the
+  rest of the body untraced and uncounted: see ``_DynamoWatch``).
 
 Graph breaks at the harness's own disabled assertion wrappers are left out (their reason
 names the wrapped function, :func:`is_harness_break`): every engine meets them, and they
@@ -217,12 +219,28 @@ class DynamoEngine(Engine):
         yield str(Path(self._torch._dynamo.__file__).parent) + "/"
 
 
+_RESUME_PREFIX = "torch_dynamo_resume_in_"
+
+
 class _DynamoWatch(Watch):
+    """Dynamo skips a frame in which it finds no tensor (``has_tensor_in_frame``), and so
+    the resume functions of a body without tensors: everything after its first graph break
+    would run eagerly untraced, and uncounted. While watching, resume functions are taken
+    as frames to trace, so the whole body is compiled, as sapwood compiles it."""
+
     def __enter__(self) -> Watch:
+        from torch._dynamo import convert_frame
         from torch._dynamo.utils import counters
 
         self._counters = counters
         self._before = self._snapshot()
+        self._convert_frame = convert_frame
+        self._has_tensor = has_tensor = convert_frame.has_tensor_in_frame
+
+        def resume_or_tensor(frame: Any) -> bool:
+            return frame.f_code.co_name.startswith(_RESUME_PREFIX) or has_tensor(frame)
+
+        convert_frame.has_tensor_in_frame = resume_or_tensor
         return self
 
     def _snapshot(self) -> dict[str, dict[str, int]]:
@@ -232,6 +250,7 @@ class _DynamoWatch(Watch):
         }
 
     def __exit__(self, *exc: object) -> None:
+        self._convert_frame.has_tensor_in_frame = self._has_tensor
         after = self._snapshot()
 
         def grew(group: str) -> list[str]:
