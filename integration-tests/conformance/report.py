@@ -110,6 +110,8 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             counts = _totals(table, e) if f == "**total**" else table.get((e, f), Counter())
             cells += [str(counts[c]) for c in CATEGORIES]
         out.append(f"| {f} | " + " | ".join(cells) + " |")
+    if "sapwood" in engines and "dynamo" in engines:
+        out += _side_by_side(table, files)
     for category in ("wrong", "crash"):
         listed = [r for r in results if r["engine"] == "sapwood" and r["category"] == category]
         out += ["", f"## sapwood {category} ({len(listed)})", ""]
@@ -118,6 +120,26 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         for r in listed:
             out.append(f"- `{r['file']}` `{r['test']}`: {_escape(r['reason'])}")
     return "\n".join(out) + "\n"
+
+
+def _side_by_side(table: dict[tuple[str, str], Counter[str]], files: list[str]) -> list[str]:
+    """Passed per file for sapwood and Dynamo, and on how many files sapwood's is at least
+    Dynamo's (files with tests run by both)."""
+    out = ["", "## Passed, sapwood beside Dynamo", ""]
+    out += ["| file | sapwood passed | dynamo passed |", "|---|---|---|"]
+    compared = at_least = 0
+    for f in files:
+        mine, theirs = table.get(("sapwood", f)), table.get(("dynamo", f))
+        if mine is None or theirs is None or not (sum(mine.values()) and sum(theirs.values())):
+            continue
+        compared += 1
+        at_least += mine["passed"] >= theirs["passed"]
+        out.append(f"| {f} | {mine['passed']} | {theirs['passed']} |")
+    total_mine = _totals(table, "sapwood")["passed"]
+    total_theirs = _totals(table, "dynamo")["passed"]
+    out.append(f"| **total** | {total_mine} | {total_theirs} |")
+    out += ["", f"sapwood's passed count is at least Dynamo's on {at_least} of {compared} files."]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

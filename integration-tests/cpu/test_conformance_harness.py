@@ -34,6 +34,11 @@ class Plain(unittest.TestCase):
         with self.assertRaises(KeyError):
             {}["missing"]
 
+    def test_adds(self) -> None:
+        values = [1, 2, 3]
+        self.assertEqual(sum(values), 6)
+        self.assertEqual(len(values), 3)
+
     def test_fails(self) -> None:
         self.assertEqual(1, 2)
 
@@ -42,6 +47,18 @@ class Plain(unittest.TestCase):
             value = 3
 
         self.assertEqual(Local.value + 1, 4)
+
+    def test_class_after_an_assertion(self) -> None:
+        self.assertEqual(1 + 1, 2)  # (a harness break: what follows is a resume function)
+
+        class Local:  # Dynamo would skip the tensor-free resume function, uncounted
+            value = 3
+
+        self.assertEqual(Local.value, 3)
+
+    def test_loop_with_assertions(self) -> None:
+        for item in (1, 2, 3):  # each item taken eagerly after the assertion's break
+            self.assertGreater(item, 0)
 
     @unittest.skip("not today")
     def test_skipped(self) -> None:
@@ -131,7 +148,14 @@ COMPILERS = ["sapwood", "dynamo"]
 
 @pytest.mark.parametrize("engine", COMPILERS)
 def test_a_test_compiled_without_break_is_passed(engine: str) -> None:
-    assert classify_test(Plain, "test_sums", make_engine(engine), 20) == ("passed", "")
+    assert classify_test(Plain, "test_adds", make_engine(engine), 20) == ("passed", "")
+
+
+def test_an_assertion_context_is_left_out_of_what_sapwood_ran_eagerly() -> None:
+    # (Dynamo runs the frame that enters it eagerly: a fallback, counted as such)
+    assert classify_test(Plain, "test_sums", make_engine("sapwood"), 20) == ("passed", "")
+    category, reason = classify_test(Plain, "test_sums", make_engine("dynamo"), 20)
+    assert category == "fallback" and "context manager" in reason
 
 
 @pytest.mark.parametrize("engine", COMPILERS)
@@ -139,6 +163,21 @@ def test_a_graph_break_in_the_body_is_a_fallback_with_its_reason(engine: str) ->
     category, reason = classify_test(Plain, "test_defines_class", make_engine(engine), 20)
     assert category == "fallback"
     assert "class" in reason
+
+
+@pytest.mark.parametrize("engine", COMPILERS)
+def test_a_break_after_an_assertion_is_counted_for_both_engines(engine: str) -> None:
+    category, reason = classify_test(
+        Plain, "test_class_after_an_assertion", make_engine(engine), 20
+    )
+    assert category == "fallback"
+    assert "class" in reason
+
+
+@pytest.mark.parametrize("engine", COMPILERS)
+def test_a_loop_whose_only_breaks_are_assertions_is_passed(engine: str) -> None:
+    category, reason = classify_test(Plain, "test_loop_with_assertions", make_engine(engine), 20)
+    assert (category, reason) == ("passed", "")
 
 
 @pytest.mark.parametrize("engine", COMPILERS)
@@ -259,6 +298,12 @@ def test_the_docs_page_has_a_row_per_file_the_totals_and_sapwood_wrong_tests() -
     assert "- `test_x` `A.test_2`: x \\| y" in page
     assert "not run (time ran out): test_y" in page
     assert "Python 3.11, torch 2.13" in page
+
+
+def test_the_docs_page_counts_the_files_where_sapwood_passes_at_least_as_many() -> None:
+    page = markdown(SAMPLE, {**META, "files": ["test_x"]})
+    assert "| test_x | 1 | 1 |" in page
+    assert "at least Dynamo's on 1 of 1 files" in page
 
 
 def test_the_printed_table_shows_the_engines_side_by_side() -> None:
