@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 
 import pytest
 import torch
@@ -312,3 +313,30 @@ def test_copy_copy_of_builtin_values_and_classes_stays_in_one_graph():
     assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
     report = sapwood_tracer.explain(_copies)(x)
     assert not report.breaks and not report.eager_functions, str(report)
+
+
+# ----------------------------------------------------------------- loop items and builtins
+@sapwood_tracer.disable
+def _same(a, b):
+    assert a == b or (a != a and b != b), (a, b)
+
+
+def _folds_over_loop_items(x):
+    out = []
+    for n in [324, 2**31, -308, 3]:
+        _same(round(123.456, n), round(123.456, n))  # (the break makes n symbolic)
+        out.append((round(1.25, n), math.gcd(n, 12)))
+    for i in range(-4, 4):
+        _same(hash(float(i)), hash(i))
+        out.append(hash(float(i)))
+    return x + 1, out
+
+
+def test_a_symbolic_loop_item_given_to_a_folded_builtin_is_specialised():
+    x = torch.ones(1)
+    got = _compiled_eager(_folds_over_loop_items)(x)
+    want = _folds_over_loop_items(x)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    report = sapwood_tracer.explain(_folds_over_loop_items)(x)
+    assert not report.eager_functions, str(report)
+    assert all("non-constant" not in b.reason for b in report.breaks), str(report)

@@ -43,7 +43,7 @@ from ..values.functions import FunctionValue
 from ..values.identity import ObjectIdValue
 from ..values.objects import NewObjectValue, PartialValue, SuperValue
 from ..values.sets import SetValue
-from ..values.symbolic import SymNumberValue, symbolic_extreme
+from ..values.symbolic import SymNumberValue, specialised, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
 from .caller_frames import reads_callers_frame
@@ -155,6 +155,10 @@ def call_builtin(
         _check_arguments(key, args, kwargs)
         return _OPERATORS[key](tx, args, kwargs)
     if key is not None and key in _FOLDABLE:
+        # a symbolic number a folded builtin needs (``hash(n)``, ``math.gcd(n, 4)``) is
+        # specialised: the entry is guarded on its value
+        args = [specialised(a) for a in args]
+        kwargs = {k: specialised(v) for k, v in kwargs.items()}
         if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
             return _fold_call(tx, real, args, kwargs)
         if real in _MATH_TO_TORCH and len(args) == 1 and isinstance(args[0], TensorValue):
@@ -425,7 +429,10 @@ def _abs(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.round)
 def _round(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if all(a.is_constant() for a in args):
+    if not isinstance(args[0], TensorValue):
+        args = [specialised(a) for a in args]
+        kwargs = {k: specialised(v) for k, v in kwargs.items()}
+    if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
         return _fold_call(tx, round, args, kwargs)
     if isinstance(args[0], TensorValue):
         return tx.graph.call_function(tx, round, args, kwargs)

@@ -38,6 +38,7 @@ __all__ = [
     "is_symbolic",
     "number_from_fake",
     "size_binary",
+    "specialised",
     "symbolic_binary",
     "symbolic_extreme",
     "symbolic_unary",
@@ -178,7 +179,7 @@ def symbolic_binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     if fn in (operator.eq, operator.ne) and not _number_like(a if is_symbolic(b) else b):
         return ConstantValue(fn is operator.ne)  # an int is never equal to a non-number
     # Anything else (a list times a size, a bit operation, ...) needs the real int: specialise.
-    return tx.binary_operation(fn, _specialised(a), _specialised(b))
+    return tx.binary_operation(fn, specialised(a), specialised(b))
 
 
 def _sequence_items(tx: Context, value: Value) -> list[Value] | None:
@@ -203,7 +204,7 @@ def size_binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     if fn is operator.add and left is not None and right is not None:
         return TupleValue([*left, *right])
     # anything else on sizes (ordering, repetition) needs the real ints: specialise
-    return tx.binary_operation(fn, _specialised(a), _specialised(b))
+    return tx.binary_operation(fn, specialised(a), specialised(b))
 
 
 def symbolic_extreme(tx: Context, pick: Any, items: list[Value]) -> Value:
@@ -220,10 +221,11 @@ def symbolic_unary(tx: Context, fn: Any, a: SymNumberValue) -> Value:
         return tx.graph.call_function(tx, fn, [a], {})
     if fn is operator.not_:
         return ConstantValue(not a.truth(tx))
-    return tx.unary_operation(fn, _specialised(a))
+    return tx.unary_operation(fn, specialised(a))
 
 
-def _specialised(value: Value) -> Value:
+def specialised(value: Value) -> Value:
+    """A symbolic number as the constant it is in this call (guarded); anything else as is."""
     if isinstance(value, (SymNumberValue, SizeValue)):
         return ConstantValue(value.as_constant())
     return value
