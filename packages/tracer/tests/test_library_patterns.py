@@ -340,3 +340,35 @@ def test_a_symbolic_loop_item_given_to_a_folded_builtin_is_specialised():
     report = sapwood_tracer.explain(_folds_over_loop_items)(x)
     assert not report.eager_functions, str(report)
     assert all("non-constant" not in b.reason for b in report.breaks), str(report)
+
+
+# ----------------------------------------------------------------- property objects
+class _WithProperty:
+    @property
+    def spam(self):
+        "the getter's doc"
+        return 5
+
+    @spam.setter
+    def spam(self, value):
+        self._spam = value
+
+
+def _property_parts(x):
+    obj = _WithProperty()
+    p = type(obj).spam
+    return x + p.fget(obj), p.__doc__, p.fset is not None, p.fdel, type(p).__name__
+
+
+def test_a_property_read_through_its_class_is_an_input_with_its_parts():
+    x = torch.ones(1)
+    compiled = _compiled_eager(_property_parts)
+    got, want = compiled(x), _property_parts(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    report = sapwood_tracer.explain(_property_parts)(x)
+    assert not report.breaks, str(report)
+    _WithProperty.spam.__doc__ = "changed"  # (a property's doc can be set: read again)
+    try:
+        assert compiled(x)[1] == "changed"
+    finally:
+        _WithProperty.spam.__doc__ = "the getter's doc"

@@ -258,7 +258,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return LiveIteratorValue(cls, source)
     if isinstance(obj, types.CoroutineType):
         raise Unsupported(f"a {cls.__name__} object as an input")
-    if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj):
+    if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj) or cls is property:
         _type_match(tx, source, obj)
         return ObjectValue(obj, source)
     raise Unsupported(f"an input of type {cls.__qualname__}")
