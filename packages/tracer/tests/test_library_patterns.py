@@ -372,3 +372,22 @@ def test_a_property_read_through_its_class_is_an_input_with_its_parts():
         assert compiled(x)[1] == "changed"
     finally:
         _WithProperty.spam.__doc__ = "the getter's doc"
+
+
+def _powers_of_loop_items(x):
+    out = []
+    for b in False, True:
+        for i in 0, 1, 2:
+            _same(b**i, int(b) ** i)  # (the break makes i symbolic)
+            out.append((b**i, type(b**i).__name__, 0**i, b * i, b + i))
+    return x + 1, out
+
+
+def test_bool_and_power_arithmetic_with_a_symbolic_loop_item_is_exact():
+    x = torch.ones(1)
+    got = _compiled_eager(_powers_of_loop_items)(x)
+    want = _powers_of_loop_items(x)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    report = sapwood_tracer.explain(_powers_of_loop_items)(x)
+    assert not report.eager_functions, str(report)
+    assert all("internal error" not in b.reason for b in report.breaks), str(report)

@@ -170,16 +170,29 @@ def symbolic_binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` where at least one side may be symbolic and neither is a tensor."""
     if not (is_symbolic(a) or is_symbolic(b)):
         return tx.binary_operation(fn, a, b)
+    if fn in (operator.pow, operator.ipow) and is_symbolic(b):
+        # a symbolic exponent: the ShapeEnv's power of naturals fails on some bases (0 ** n,
+        # asked whether it is 0, recurses): the exponent is specialised (guarded)
+        return tx.binary_operation(fn, specialised(a), specialised(b))
     if _number_like(a) and _number_like(b):
         if fn in _COMPARISONS:
             # the ShapeEnv evaluates the condition and guards on it
             return ConstantValue(bool(fn(_fake_of(a), _fake_of(b))))
         if fn in _ARITHMETIC:
+            # a bool takes part as the int it is (its arithmetic gives ints; the ShapeEnv's
+            # symbolic arithmetic does not take bools)
+            a, b = _int_if_bool(a), _int_if_bool(b)
             return tx.graph.call_function(tx, _INPLACE.get(fn, fn), [a, b], {})
     if fn in (operator.eq, operator.ne) and not _number_like(a if is_symbolic(b) else b):
         return ConstantValue(fn is operator.ne)  # an int is never equal to a non-number
     # Anything else (a list times a size, a bit operation, ...) needs the real int: specialise.
     return tx.binary_operation(fn, specialised(a), specialised(b))
+
+
+def _int_if_bool(value: Value) -> Value:
+    if isinstance(value, ConstantValue) and type(value.value) is bool:
+        return ConstantValue(int(value.value))
+    return value
 
 
 def _sequence_items(tx: Context, value: Value) -> list[Value] | None:
