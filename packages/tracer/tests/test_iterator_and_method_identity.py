@@ -100,3 +100,26 @@ def test_a_long_range_loop_that_breaks_passes_the_range_not_its_numbers():
 
     compiled = sapwood_tracer.compile(fn, backend=_eager)
     assert compiled(200_000) == fn(200_000) == 1
+
+
+def _dunder_next(d, x):
+    it = iter(d.keys())
+    first = it.__next__()
+    rest = list(it.__iter__())
+    try:
+        it.__next__()
+    except StopIteration:
+        stopped = True
+    else:
+        stopped = False
+    return x + 1, first, rest, stopped, iter([5]).__next__()
+
+
+def test_an_iterators_own_next_and_iter_methods_work_as_next_and_iter():
+    d = {"a": 1, "b": 2, "c": 3}
+    x = torch.ones(1)
+    got = sapwood_tracer.compile(_dunder_next, backend=_eager)(d, x)
+    want = _dunder_next(d, x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    report = sapwood_tracer.explain(_dunder_next)(d, x)
+    assert not report.breaks, str(report)

@@ -20,7 +20,7 @@ import torch
 from sapwood_graph import Source
 
 from ..context import TraceContext
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 
 __all__ = [
     "BoundBuiltinMethod",
@@ -442,6 +442,22 @@ class IteratorValue(Value):
     def remaining(self) -> list[Value] | None:
         """The items still to come, if known without running anything; else None."""
         return None
+
+    def getattr(self, tx: Context, name: str) -> Value:
+        if name in ("__next__", "__iter__"):
+            return BoundBuiltinMethod(self, name)
+        return super().getattr(tx, name)
+
+    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
+        """``it.__next__()`` as ``next(it)``, ``it.__iter__()`` is the iterator itself."""
+        if name == "__next__" and not args and not kwargs:
+            value = self.next_value(tx)
+            if value is None:
+                raise TracedException(cls=StopIteration)
+            return value
+        if name == "__iter__" and not args and not kwargs:
+            return self
+        raise Unsupported(f"calling {name} of {self.describe()}")
 
     def rebuild(self) -> IteratorRecipe | None:
         """How a graph break inside a loop over this iterator makes it again (None: it
