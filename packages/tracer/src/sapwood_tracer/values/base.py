@@ -77,6 +77,9 @@ class Value:
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
 
+    def delattr(self, tx: Context, name: str) -> None:
+        raise Unsupported(f"del of attribute {name!r} of {self.describe()}")
+
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         raise Unsupported(f"calling {self.describe()}")
 

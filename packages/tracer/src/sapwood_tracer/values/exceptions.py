@@ -38,6 +38,7 @@ __all__ = [
     "OUTER_EXCEPTION",
     "ExceptionValue",
     "OuterExceptionValue",
+    "TracebackValue",
     "exception_value",
     "has_builtin_init",
     "make_exception",
@@ -171,12 +172,16 @@ def make_exception(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> B
     builtin base's ``__init__`` (which fills fields such as SyntaxError's ``filename``), then
     the attributes the program set. A ``__init__`` written in Python already ran in the trace;
     only its effect on the builtin part (the arguments it passed up) is replayed here."""
-    exc: Any = BaseException.__new__(cls)
-    init = _builtin_base(cls).__init__
-    if init is BaseException.__init__:
-        exc.args = args
+    exc: Any
+    if issubclass(cls, OSError) and cls.__module__ == "builtins":
+        exc = cls(*args)  # its fields are filled by __new__, from the arguments
     else:
-        init(exc, *args)
+        exc = BaseException.__new__(cls)
+        init = _builtin_base(cls).__init__
+        if init is BaseException.__init__:
+            exc.args = args
+        else:
+            init(exc, *args)
     for name, value in attrs.items():
         setattr(exc, name, value)
     return exc
@@ -195,6 +200,27 @@ class OuterExceptionValue(Value):
 
 
 OUTER_EXCEPTION = OuterExceptionValue()
+
+
+class TracebackValue(Value):
+    """The traceback of an exception raised in the traced code, as a ``with`` block hands it
+    to ``__exit__``: a real traceback (never None) whose frames the trace does not have, so
+    everything but its identity and truth is refused, and so is rebuilding it."""
+
+    __slots__ = ("exception",)
+
+    def __init__(self, exception: ExceptionValue) -> None:
+        super().__init__(None)
+        self.exception = exception
+
+    def describe(self) -> str:
+        return f"the traceback of {self.exception.describe()}"
+
+    def python_type(self) -> type:
+        return types.TracebackType
+
+    def truth(self, tx: Context) -> bool:
+        return True
 
 
 def exception_value(raised: TracedException) -> Value:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ...errors import TracedException, Unsupported
 from ...values.base import ConstantValue, Value
-from ...values.exceptions import OUTER_EXCEPTION, ExceptionValue, raise_error
+from ...values.exceptions import OUTER_EXCEPTION, ExceptionValue, TracebackValue, raise_error
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -127,7 +127,7 @@ def with_except_start(frame: SymbolicFrame, inst: Instruction) -> None:
     if not isinstance(exc, ExceptionValue):
         raise Unsupported(f"leaving a with block through {exc.describe()}")
     cls = frame.tx.wrap_trusted(exc.cls)
-    frame.push(frame.tx.call(exit_fn, [cls, exc, ConstantValue(None)], {}))
+    frame.push(frame.tx.call(exit_fn, [cls, exc, TracebackValue(exc)], {}))
 
 
 @opcode("CHECK_EG_MATCH", "PREP_RERAISE_STAR", "CLEANUP_THROW")

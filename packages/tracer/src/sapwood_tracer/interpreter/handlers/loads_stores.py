@@ -290,7 +290,7 @@ def store_attr(frame: SymbolicFrame, inst: Instruction) -> None:
 
 @opcode("DELETE_ATTR")
 def delete_attr(frame: SymbolicFrame, inst: Instruction) -> None:
-    raise Unsupported(f"del of attribute {inst.argval!r}")
+    frame.pop().delattr(frame.tx, inst.argval)
 
 
 @opcode("IMPORT_NAME")
