@@ -79,6 +79,10 @@ class TracedException(Unsupported):
     :class:`Unsupported` like any other: a graph break at the raising instruction, which then
     raises for real, eagerly."""
 
+    #: whether Python's implicit chaining (``__context__``) was applied to it already, or
+    #: needs none (a re-raise: a bare ``raise``, ``RERAISE``)
+    chained = False
+
     def __init__(
         self, value: object = None, *, cls: type | None = None, args: tuple[object, ...] = ()
     ) -> None:

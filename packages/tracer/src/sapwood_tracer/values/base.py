@@ -20,7 +20,7 @@ import torch
 from sapwood_graph import Source
 
 from ..context import TraceContext
-from ..errors import Unsupported
+from ..errors import TracedException, Unsupported
 
 __all__ = [
     "BoundBuiltinMethod",
@@ -242,21 +242,31 @@ class ConstantValue(Value):
     def length(self, tx: Context) -> int:
         try:
             return len(self.value)
-        except TypeError:
-            raise Unsupported(f"len() of {self.describe()}") from None
+        except TypeError as exc:
+            raise _raised_by_builtin(exc, f"len() of {self.describe()}") from None
 
     def getitem(self, tx: Context, key: Value) -> Value:
         k = key.as_constant()
         try:
             return tx.constant_or_wrap(self.value[k])
         except (TypeError, IndexError, KeyError) as exc:
-            raise Unsupported(f"indexing {self.describe()} raised {type(exc).__name__}") from exc
+            what = f"indexing {self.describe()} raised {type(exc).__name__}"
+            raise _raised_by_builtin(exc, what) from None
 
     def contains(self, tx: Context, item: Value) -> bool:
         try:
             return item.as_constant() in self.value
         except TypeError:
             raise Unsupported(f"'in' on {self.describe()}") from None
+
+
+def _raised_by_builtin(error: Exception, what: str) -> Unsupported:
+    """``error``, raised by a builtin operation on constants (``len(5)``, ``"ab"[9]``), as
+    the same exception raised by the traced code; refused where its arguments are not
+    constants."""
+    if type(error).__module__ == "builtins" and all(is_constant_type(a) for a in error.args):
+        return TracedException(cls=type(error), args=tuple(ConstantValue(a) for a in error.args))
+    return Unsupported(what)
 
 
 # ----------------------------------------------------------------- callables and iterators

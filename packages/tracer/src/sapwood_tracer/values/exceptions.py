@@ -39,6 +39,7 @@ __all__ = [
     "ExceptionValue",
     "OuterExceptionValue",
     "TracebackValue",
+    "chain_context",
     "exception_value",
     "has_builtin_init",
     "make_exception",
@@ -221,6 +222,33 @@ class TracebackValue(Value):
 
     def truth(self, tx: Context) -> bool:
         return True
+
+
+def chain_context(value: ExceptionValue, handled: Value | None) -> None:
+    """Python's implicit chaining when ``value`` is raised (not re-raised) while ``handled``
+    is the exception being handled: ``value.__context__`` becomes ``handled``, after any link
+    of ``handled``'s own context chain that leads back to ``value`` is cut (set to None), so
+    no cycle forms. Nothing changes while nothing is handled or ``value`` is the one handled.
+    """
+    if handled is None or handled is value:
+        return
+    if handled is OUTER_EXCEPTION:
+        if "__context__" in value.attrs:
+            # the caller's exception replaces the old context, unless there is none: unknown
+            raise Unsupported(
+                f"raising {value.describe()} again while the caller may be handling an exception"
+            )
+        value.attrs["__context__"] = handled
+        return
+    link, seen = handled, set()
+    while isinstance(link, ExceptionValue) and id(link) not in seen:
+        seen.add(id(link))
+        context = link.attrs.get("__context__")
+        if context is value:
+            link.attrs["__context__"] = ConstantValue(None)
+            break
+        link = context
+    value.attrs["__context__"] = handled
 
 
 def exception_value(raised: TracedException) -> Value:

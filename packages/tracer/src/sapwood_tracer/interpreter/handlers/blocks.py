@@ -55,7 +55,7 @@ def raise_varargs(frame: SymbolicFrame, inst: Instruction) -> None:
             raise Unsupported("a bare raise of the exception the caller is handling")
         if handled is None:
             raise_error(RuntimeError, "No active exception to reraise")
-        raise TracedException(handled)
+        raise _reraised(handled)
     cause = frame.pop() if inst.arg == 2 else None
     exc = _exception(frame, frame.pop())
     if cause is not None:  # raise exc from cause
@@ -116,7 +116,14 @@ def reraise(frame: SymbolicFrame, inst: Instruction) -> None:
         frame.pop()  # the raising offset (CPython restores f_lasti from it)
     if not isinstance(exc, ExceptionValue):
         raise Unsupported(f"re-raising {exc.describe()}")
-    raise TracedException(exc)
+    raise _reraised(exc)
+
+
+def _reraised(exc: Value) -> TracedException:
+    """``exc`` raised on as it is: a re-raise does not chain (its ``__context__`` stays)."""
+    raised = TracedException(exc)
+    raised.chained = True
+    return raised
 
 
 @opcode("WITH_EXCEPT_START")
