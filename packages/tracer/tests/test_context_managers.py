@@ -510,3 +510,85 @@ def test_len_and_indexing_of_constants_raise_the_builtin_errors():
     out, reasons = _run(fn)
     assert reasons == []
     assert out == fn()
+
+
+def _from_three_places(call: Any) -> list[str]:
+    """``call()`` (or what it raised) outside any handler, inside one, and outside again."""
+
+    def attempt() -> str:
+        try:
+            return repr(call())
+        except Exception as error:
+            return repr(error)
+
+    results = [attempt()]
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        results.append(attempt())
+    results.append(attempt())
+    return results
+
+
+def test_a_bare_raise_with_nothing_handled_is_a_runtime_error():
+    def fn():
+        try:
+            raise
+        except RuntimeError as error:
+            return str(error)
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    assert _from_three_places(compiled) == _from_three_places(fn)
+    assert _from_three_places(fn)[1] == "KeyError('outer')"
+
+
+def test_a_trace_made_outside_handlers_is_not_reused_inside_one():
+    def fn():
+        error = ValueError("v")
+        try:
+            raise error
+        except ValueError:
+            pass
+        _opaque()
+        return error.__context__
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    assert (
+        _from_three_places(compiled)
+        == _from_three_places(fn)
+        == [
+            "None",
+            "KeyError('outer')",
+            "None",
+        ]
+    )
+
+
+# -- keyword arguments of builtin exceptions ------------------------------------------------
+
+
+def test_attribute_and_import_errors_take_their_keyword_fields():
+    def fn():
+        sentinel = _Plain()
+        error = AttributeError("Ouch", name="carry", obj=sentinel)
+        imported = ImportError("x", name="n", path="p")
+        missing = ModuleNotFoundError(name="m")
+        return (
+            (error.name, error.obj is sentinel, error.args),
+            (imported.name, imported.path, imported.msg, str(imported)),
+            (missing.name, missing.msg, NameError("q", name="w").name),
+            imported,
+        )
+
+    out, reasons = _run(fn)
+    expected = fn()
+    assert reasons == []
+    assert out[:3] == expected[:3]
+    assert (out[3].name, out[3].path, out[3].msg) == ("n", "p", "x")
+
+
+def test_an_unknown_keyword_of_a_builtin_exception_breaks_and_raises_as_python():
+    def fn():
+        return AttributeError("x", bad=1)
+
+    assert _outcome(lambda: _run(fn)[0]) == _outcome(fn)

@@ -143,6 +143,10 @@ class TraceContext(Protocol[V]):
 
     def guard_false(self, source: Source) -> None: ...
 
+    def caller_handles_nothing(self) -> bool:
+        """Whether the caller handles no exception (``OUTER_EXCEPTION`` is None); guarded."""
+        ...
+
     def guard_len(self, source: Source, length: int) -> None: ...
 
     def hold(self, obj: Any) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import operator
+import sys
 import types
 from typing import Any
 
@@ -24,7 +25,7 @@ from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
 
 from ..context import FrameState
 from ..errors import TracedException, Unsupported
-from ..guards.sources import LenSource
+from ..guards.sources import GlobalStateSource, LenSource
 from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
@@ -70,6 +71,17 @@ class TraceSession:
         self.breaks_allowed = False
         #: the exception being handled (sys.exc_info()); the caller's is unknown while tracing
         self.handled: Value | None = OUTER_EXCEPTION
+        # (a session is made where sapwood handles no exception of its own: what is handled
+        # now is the caller's)
+        self._caller_handling = sys.exc_info()[1] is not None
+
+    def caller_handles_nothing(self) -> bool:
+        """Whether the caller handles no exception (``OUTER_EXCEPTION`` is None), guarded
+        when so: a call from inside an ``except`` block traces again."""
+        if self._caller_handling:
+            return False
+        self.guard(GuardKind.CONSTANT_MATCH, GlobalStateSource("caller_handling"), False)
+        return True
 
     # -- guards ----------------------------------------------------------------------------
     def guard(self, kind: GuardKind, source: Source, expected: Any) -> None:

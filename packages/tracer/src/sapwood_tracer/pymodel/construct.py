@@ -266,7 +266,7 @@ def _exception(
         if not (returned.is_constant() and returned.as_constant() is None):
             raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
     elif kwargs:
-        raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+        _keyword_fields(cls, exc, args, kwargs)
     elif has_builtin_init(cls) and not issubclass(cls, (StopIteration, SystemExit)):
         # a C __init__ that checks and reads its arguments (SyntaxError, UnicodeError, ...):
         # what it does with them is known only for constants
@@ -277,6 +277,31 @@ def _exception(
         except Exception as error:
             raise raised_for_real(error, f"constructing {cls.__qualname__}") from None
     return exc
+
+
+#: builtin exception classes whose ``__init__`` takes keywords, each setting the field of its
+#: name (and nothing else)
+_KEYWORD_FIELDS: tuple[tuple[type, frozenset[str]], ...] = (
+    (AttributeError, frozenset({"name", "obj"})),
+    (NameError, frozenset({"name"})),
+    (ImportError, frozenset({"name", "path"})),
+)
+
+
+def _keyword_fields(
+    cls: type, exc: ExceptionValue, args: list[Value], kwargs: dict[str, Value]
+) -> None:
+    """``AttributeError(msg, name=..., obj=...)`` and the like: the builtin ``__init__`` takes
+    the arguments as without keywords (checked on the constants), then sets each keyword's
+    field."""
+    fields = next((names for base, names in _KEYWORD_FIELDS if issubclass(cls, base)), None)
+    if fields is None or not set(kwargs) <= fields or not all(a.is_constant() for a in args):
+        raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+    try:
+        make_exception(cls, tuple(a.as_constant() for a in args), {})
+    except Exception as error:
+        raise raised_for_real(error, f"constructing {cls.__qualname__}") from None
+    exc.attrs.update(kwargs)
 
 
 def _os_error(cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:

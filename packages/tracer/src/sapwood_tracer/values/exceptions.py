@@ -224,7 +224,7 @@ class TracebackValue(Value):
         return True
 
 
-def chain_context(value: ExceptionValue, handled: Value | None) -> None:
+def chain_context(tx: Context, value: ExceptionValue, handled: Value | None) -> None:
     """Python's implicit chaining when ``value`` is raised (not re-raised) while ``handled``
     is the exception being handled: ``value.__context__`` becomes ``handled``, after any link
     of ``handled``'s own context chain that leads back to ``value`` is cut (set to None), so
@@ -233,6 +233,8 @@ def chain_context(value: ExceptionValue, handled: Value | None) -> None:
     if handled is None or handled is value:
         return
     if handled is OUTER_EXCEPTION:
+        if tx.caller_handles_nothing():
+            return
         if "__context__" in value.attrs:
             # the caller's exception replaces the old context, unless there is none: unknown
             raise Unsupported(

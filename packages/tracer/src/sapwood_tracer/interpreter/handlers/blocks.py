@@ -52,7 +52,9 @@ def raise_varargs(frame: SymbolicFrame, inst: Instruction) -> None:
     if inst.arg == 0:  # a bare `raise`: the exception being handled
         handled = frame.tx.handled
         if handled is OUTER_EXCEPTION:
-            raise Unsupported("a bare raise of the exception the caller is handling")
+            if not frame.tx.caller_handles_nothing():
+                raise Unsupported("a bare raise of the exception the caller is handling")
+            handled = None
         if handled is None:
             raise_error(RuntimeError, "No active exception to reraise")
         raise _reraised(handled)
