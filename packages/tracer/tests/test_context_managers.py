@@ -592,3 +592,64 @@ def test_an_unknown_keyword_of_a_builtin_exception_breaks_and_raises_as_python()
         return AttributeError("x", bad=1)
 
     assert _outcome(lambda: _run(fn)[0]) == _outcome(fn)
+
+
+# -- sys.exc_info() and the caller's exception ----------------------------------------------
+
+
+def test_sys_exc_info_inside_and_after_handlers():
+    def fn():
+        def gen():
+            yield
+
+        try:
+            raise RuntimeError("r")
+        except RuntimeError:
+            it = gen()
+            next(it)
+            inside = sys.exc_info()[:2], sys.exception()
+        for _ in it:
+            pass
+        return sys.exc_info(), sys.exception(), inside
+
+    out, reasons = _run(fn)
+    assert reasons == []
+    assert repr(out) == repr(fn())
+
+
+def test_sys_exc_info_where_the_caller_handles_one_breaks_and_is_pythons():
+    def fn():
+        return sys.exc_info()
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    try:
+        raise KeyError("outer")
+    except KeyError as error:
+        got = compiled()
+        assert got[1] is error and got[2] is error.__traceback__ is not None
+
+
+def test_a_break_leaves_the_tracebacks_of_the_callers_exception_alone():
+    def fn():
+        _opaque()
+        return sys.exc_info()[2]
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    try:
+        raise KeyError("outer")
+    except KeyError as error:
+        before = error.__traceback__
+        compiled()
+        assert error.__traceback__ is before is not None
+
+
+def test_assigning_a_traceback_that_is_not_one_raises_type_error():
+    def fn():
+        try:
+            Exception().__traceback__ = 5
+        except TypeError as error:
+            return str(error)
+
+    out, reasons = _run(fn)
+    assert reasons == []
+    assert out == fn() == "__traceback__ must be a traceback or None"

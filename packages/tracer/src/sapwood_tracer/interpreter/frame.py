@@ -232,6 +232,9 @@ class SymbolicFrame:
         if handler is None:
             return False
         value = exception_value(raised)
+        if isinstance(value, ExceptionValue):
+            # raised: its traceback is the frames it passed through (a None set before is gone)
+            value.attrs.pop("__traceback__", None)
         if not raised.chained and isinstance(value, ExceptionValue):
             # the first frame that sees a new raise: nothing was handled or unhandled between
             # the raising instruction and here, so what is handled is what was at the raise

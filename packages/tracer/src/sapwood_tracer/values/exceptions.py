@@ -123,8 +123,12 @@ class ExceptionValue(Value):
         if name == "args":
             self.args = tx.unpack(value)
             return
-        if name == "__traceback__":
-            raise Unsupported("setting the traceback of an exception in the traced code")
+        if name == "__traceback__" and not (value.is_constant() and value.as_constant() is None):
+            # (None is kept: read back until the exception is raised again)
+            if isinstance(value, TracebackValue) or value.source is not None:
+                raise Unsupported("setting the traceback of an exception in the traced code")
+            if value.python_type() is not types.TracebackType:
+                raise_error(TypeError, "__traceback__ must be a traceback or None")
         self.attrs[name] = value
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
@@ -222,6 +226,10 @@ class TracebackValue(Value):
 
     def truth(self, tx: Context) -> bool:
         return True
+
+    def hash_key(self, tx: Context) -> Any:
+        # two values may stand for one traceback object (or for two, as it grows)
+        raise Unsupported(f"{self.describe()} as a dict key or set member")
 
 
 def chain_context(tx: Context, value: ExceptionValue, handled: Value | None) -> None:
