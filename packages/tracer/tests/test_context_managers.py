@@ -653,3 +653,76 @@ def test_assigning_a_traceback_that_is_not_one_raises_type_error():
     out, reasons = _run(fn)
     assert reasons == []
     assert out == fn() == "__traceback__ must be a traceback or None"
+
+
+# -- the chaining fields of exceptions ------------------------------------------------------
+
+
+def test_setting_the_chaining_fields_of_an_exception_from_before_a_break():
+    def fn():
+        try:
+            raise Exception("e")
+        except Exception as caught:
+            error = caught
+        _opaque()
+        seen = [error.__context__, error.__cause__, error.__suppress_context__]
+        error.__context__ = NameError("n")
+        error.__cause__ = None
+        seen += [type(error.__context__), error.__cause__, error.__suppress_context__]
+        error.__suppress_context__ = False
+        seen.append(error.__suppress_context__)
+        for field, bad in (("__cause__", 5), ("__suppress_context__", 1)):
+            try:
+                setattr(error, field, bad)
+            except TypeError as type_error:
+                seen.append(str(type_error))
+        return seen, error
+
+    (seen, error), reasons = _run(fn)
+    expected, original = fn()
+    assert seen == expected
+    assert reasons == ["a call to _opaque, which sapwood must not trace"]
+    fields = ("__cause__", "__suppress_context__")
+    assert [getattr(error, f) for f in fields] == [getattr(original, f) for f in fields]
+    assert repr(error.__context__) == repr(original.__context__) == "NameError('n')"
+
+
+def test_setting_the_cause_of_a_new_exception_suppresses_its_context():
+    def fn():
+        error = ValueError()
+        error.__cause__ = None
+        suppressed = error.__suppress_context__
+        try:
+            error.__context__ = "x"
+        except TypeError as type_error:
+            return suppressed, str(type_error), error
+
+    out, reasons = _run(fn)
+    expected = fn()
+    assert reasons == []
+    assert (
+        out[:2]
+        == expected[:2]
+        == (True, "exception context must be None or derive from BaseException")
+    )
+    assert out[2].__suppress_context__ is True and out[2].__cause__ is None
+
+
+# -- a bare object() ------------------------------------------------------------------------
+
+_SENTINEL = object()
+
+
+def test_a_bare_object_passes_a_break_and_keeps_its_identity():
+    def fn(default=_SENTINEL):
+        sentinel = object()
+        error = AttributeError("a", name="n", obj=sentinel)
+        _opaque()
+        try:
+            sentinel.attribute = 1
+        except AttributeError as attribute_error:
+            message = str(attribute_error)
+        return error.obj is sentinel, default is _SENTINEL, message, hasattr(sentinel, "attribute")
+
+    out, _ = _run(fn)
+    assert out == fn() == (True, True, "'object' object has no attribute 'attribute'", False)

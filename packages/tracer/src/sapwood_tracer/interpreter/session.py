@@ -33,7 +33,14 @@ from ..pymodel.construct import construct, inspects_frames, reads_caller_frames
 from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing, attribute_missing
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import ContextExitValue
-from ..values.exceptions import OUTER_EXCEPTION, ExceptionValue, exception_value, python_error
+from ..values.exceptions import (
+    CHAINING_FIELDS,
+    OUTER_EXCEPTION,
+    ExceptionValue,
+    chaining_writes,
+    exception_value,
+    python_error,
+)
 from ..values.functions import FunctionValue, RealCellValue
 from ..values.generators import GeneratorValue
 from ..values.identity import guard_distinct
@@ -345,11 +352,18 @@ class TraceSession:
         return operators.unary(self, fn, a)
 
     def record_attr_write(self, target: Value, name: str, value: Value) -> None:
-        """An attribute write on an object from the inputs, to replay after the graph."""
-        self.side_effects.store_attr(target, name, value)
+        """An attribute write on an object from the inputs, to replay after the graph (an
+        exception's chaining field: with what its setter sets besides)."""
+        writes = [(name, value)]
+        if name in CHAINING_FIELDS and issubclass(target.python_type(), BaseException):
+            writes = chaining_writes(name, value)
+        for field, item in writes:
+            self.side_effects.store_attr(target, field, item)
 
     def plain_setattr(self, cls: type) -> bool:
-        return False
+        """Whether ``cls``'s ``__setattr__``, not object's, is a plain store all the same:
+        BaseException's (the generic one)."""
+        return cls.__setattr__ is BaseException.__setattr__
 
 
 def _no_attribute(obj: Value, name: str) -> str:

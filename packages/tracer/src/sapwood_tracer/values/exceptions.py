@@ -35,11 +35,13 @@ from .base import (
 from .containers import TupleValue
 
 __all__ = [
+    "CHAINING_FIELDS",
     "OUTER_EXCEPTION",
     "ExceptionValue",
     "OuterExceptionValue",
     "TracebackValue",
     "chain_context",
+    "chaining_writes",
     "exception_value",
     "has_builtin_init",
     "make_exception",
@@ -123,6 +125,9 @@ class ExceptionValue(Value):
         if name == "args":
             self.args = tx.unpack(value)
             return
+        if name in CHAINING_FIELDS:
+            self.attrs.update(chaining_writes(name, value))
+            return
         if name == "__traceback__" and not (value.is_constant() and value.as_constant() is None):
             # (None is kept: read back until the exception is raised again)
             if isinstance(value, TracebackValue) or value.source is not None:
@@ -190,6 +195,32 @@ def make_exception(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> B
     for name, value in attrs.items():
         setattr(exc, name, value)
     return exc
+
+
+#: the fields of implicit and explicit chaining, set through BaseException's descriptors
+CHAINING_FIELDS = frozenset({"__context__", "__cause__", "__suppress_context__"})
+
+
+def chaining_writes(name: str, value: Value) -> list[tuple[str, Value]]:
+    """What ``exc.<name> = value`` stores for a chaining field, as BaseException's setters do
+    it: a context or cause must be an exception or None (TypeError otherwise), setting the
+    cause also sets ``__suppress_context__``, which must be a bool."""
+    if name == "__suppress_context__":
+        if not value.is_constant():
+            raise Unsupported(f"setting __suppress_context__ to {value.describe()}")
+        if type(value.as_constant()) is not bool:
+            raise_error(TypeError, "attribute value type must be bool")
+        return [(name, value)]
+    if not (value.is_constant() and value.as_constant() is None):
+        if value is OUTER_EXCEPTION:
+            raise Unsupported(f"setting {name} to {value.describe()}")
+        kind = value.python_type()
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            what = "context" if name == "__context__" else "cause"
+            raise_error(TypeError, f"exception {what} must be None or derive from BaseException")
+    if name == "__cause__":
+        return [(name, value), ("__suppress_context__", ConstantValue(True))]
+    return [(name, value)]
 
 
 class OuterExceptionValue(Value):

@@ -41,7 +41,7 @@ from .base import (
     truth_of_plain_object,
 )
 from .containers import DictValue, TupleValue
-from .exceptions import exception_value, python_error
+from .exceptions import CHAINING_FIELDS, exception_value, python_error
 from .functions import BoundMethodValue
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
@@ -229,8 +229,11 @@ class ObjectValue(_UserProtocols):
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         cls = type(self.obj)
         klass, raw = lookup_mro(cls, name)
-        if klass is not None and is_data_descriptor(raw):
+        chaining = isinstance(self.obj, BaseException) and name in CHAINING_FIELDS
+        if klass is not None and is_data_descriptor(raw) and not chaining:
             raise Unsupported(f"assigning {name!r} through a descriptor of {cls.__qualname__}")
+        if not hasattr(self.obj, "__dict__"):  # (Python raises AttributeError)
+            raise Unsupported(f"assigning {name!r} of {self.describe()}, which has no __dict__")
         if cls.__setattr__ is not object.__setattr__ and not tx.plain_setattr(cls):
             raise Unsupported(
                 f"assigning attributes of {cls.__qualname__}, which defines __setattr__"
