@@ -726,3 +726,47 @@ def test_a_bare_object_passes_a_break_and_keeps_its_identity():
 
     out, _ = _run(fn)
     assert out == fn() == (True, True, "'object' object has no attribute 'attribute'", False)
+
+
+# -- generators: an exception that leaves one -----------------------------------------------
+
+
+def test_stop_iteration_raised_in_a_generator_becomes_runtime_error():
+    def fn():
+        def gen():
+            yield 1
+            next(iter([]))
+            yield 2
+
+        out = []
+        try:
+            for item in gen():
+                out.append(item)
+        except RuntimeError as error:
+            cause = error.__cause__
+            out.append((str(error), type(cause), error.__context__ is cause))
+        return out
+
+    out, reasons = _run(fn)
+    assert reasons == []
+    assert out == fn() == [1, ("generator raised StopIteration", StopIteration, True)]
+
+
+def test_a_generator_an_exception_left_is_finished():
+    def fn():
+        def gen():
+            yield 1
+            raise KeyError("k")
+
+        it = gen()
+        seen = [next(it)]
+        try:
+            next(it)
+        except KeyError as error:
+            seen.append(repr(error))
+        seen.append(next(it, "finished"))
+        return seen
+
+    out, reasons = _run(fn)
+    assert reasons == []
+    assert out == fn() == [1, "KeyError('k')", "finished"]
