@@ -770,3 +770,42 @@ def test_a_generator_an_exception_left_is_finished():
     out, reasons = _run(fn)
     assert reasons == []
     assert out == fn() == [1, "KeyError('k')", "finished"]
+
+
+def test_a_generator_suspended_in_an_except_block_keeps_its_exception_to_itself():
+    def fn():
+        def gen():
+            try:
+                raise KeyError("k")
+            except KeyError:
+                yield 1
+                yield sys.exc_info()[0]
+
+        it = gen()
+        first = next(it)
+        outside = sys.exc_info()[0]
+        try:
+            raise ValueError("v")
+        except ValueError as error:
+            context = error.__context__
+        return first, outside, context, next(it)
+
+    out, reasons = _run(fn)
+    assert reasons == []
+    assert out == fn() == (1, None, None, KeyError)
+
+
+def test_a_generator_sees_the_exception_its_caller_handles():
+    def fn():
+        def gen():
+            yield sys.exc_info()[0]
+
+        it = gen()
+        try:
+            raise KeyError
+        except KeyError:
+            return next(it)
+
+    out, reasons = _run(fn)
+    assert reasons == []
+    assert out == fn() is KeyError

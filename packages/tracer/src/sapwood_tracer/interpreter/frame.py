@@ -239,7 +239,7 @@ class SymbolicFrame:
             # the first frame that sees a new raise: nothing was handled or unhandled between
             # the raising instruction and here, so what is handled is what was at the raise
             raised.chained = True
-            chain_context(self.tx, value, self.tx.handled)
+            chain_context(self.tx, value, self.tx.topmost_handled())
         del self.stack[handler.depth :]
         if handler.lasti:
             self.push(ConstantValue(inst.offset))

@@ -76,11 +76,20 @@ class TraceSession:
         self.loose_state: list[Value] = []  # set_grad_enabled(b) called outside a with block
         #: whether a construct that cannot be captured may become a graph break
         self.breaks_allowed = False
-        #: the exception being handled (sys.exc_info()); the caller's is unknown while tracing
+        #: the exception being handled at the running level (what PUSH_EXC_INFO saves and
+        #: POP_EXCEPT restores); the caller's is unknown while tracing
         self.handled: Value | None = OUTER_EXCEPTION
+        #: the levels below it, innermost last: each running generator has a level of its own
+        self.enclosing_handled: list[Value | None] = []
         # (a session is made where sapwood handles no exception of its own: what is handled
         # now is the caller's)
         self._caller_handling = sys.exc_info()[1] is not None
+
+    def topmost_handled(self) -> Value | None:
+        """The exception ``sys.exc_info()`` names: the innermost level's that is not None."""
+        if self.handled is not None:
+            return self.handled
+        return next((v for v in reversed(self.enclosing_handled) if v is not None), None)
 
     def caller_handles_nothing(self) -> bool:
         """Whether the caller handles no exception (``OUTER_EXCEPTION`` is None), guarded

@@ -75,7 +75,7 @@ def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 def _handled(tx: Context, what: str) -> ExceptionValue | None:
     """The exception being handled, as ``sys.exc_info()`` sees it: one of the trace, or the
     caller's where it is known to be none (guarded)."""
-    handled = tx.handled
+    handled = tx.topmost_handled()
     if handled is OUTER_EXCEPTION and tx.caller_handles_nothing():
         return None
     if handled is None or isinstance(handled, ExceptionValue):

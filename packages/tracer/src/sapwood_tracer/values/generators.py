@@ -24,13 +24,15 @@ __all__ = ["GeneratorValue"]
 class GeneratorValue(IteratorValue):
     """A generator made during the trace."""
 
-    __slots__ = ("done", "frame", "running")
+    __slots__ = ("done", "frame", "handled", "running")
 
     def __init__(self, frame: FrameState[Value]) -> None:
         super().__init__(None)
         self.frame = frame
         self.done = False
         self.running = False
+        #: the exception its own code handles (kept while it is suspended in an except block)
+        self.handled: Value | None = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -47,6 +49,9 @@ class GeneratorValue(IteratorValue):
             )
         self.frame.push(ConstantValue(None))  # what the suspended yield evaluates to
         self.running = True
+        # it runs at a level of its own: what it handles is not its caller's, and the reverse
+        tx.enclosing_handled.append(tx.handled)
+        tx.handled = self.handled
         try:
             suspended, value = tx.resume(self.frame)
         except TracedException as raised:
@@ -54,6 +59,8 @@ class GeneratorValue(IteratorValue):
             raise _stop_iteration_error(raised) from None
         finally:
             self.running = False
+            self.handled = tx.handled
+            tx.handled = tx.enclosing_handled.pop()
         if not suspended:
             self.done = True
             return None

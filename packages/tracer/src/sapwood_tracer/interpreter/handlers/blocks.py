@@ -50,7 +50,7 @@ def _exception(frame: SymbolicFrame, value: Value) -> ExceptionValue:
 @opcode("RAISE_VARARGS")
 def raise_varargs(frame: SymbolicFrame, inst: Instruction) -> None:
     if inst.arg == 0:  # a bare `raise`: the exception being handled
-        handled = frame.tx.handled
+        handled = frame.tx.topmost_handled()
         if handled is OUTER_EXCEPTION:
             if not frame.tx.caller_handles_nothing():
                 raise Unsupported("a bare raise of the exception the caller is handling")
