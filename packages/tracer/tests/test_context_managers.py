@@ -809,3 +809,19 @@ def test_a_generator_sees_the_exception_its_caller_handles():
     out, reasons = _run(fn)
     assert reasons == []
     assert out == fn() is KeyError
+
+
+def test_code_reading_reference_counts_runs_eagerly_as_a_whole():
+    def fn():
+        def inner():
+            pass
+
+        kept = inner.attribute = object()
+        before = sys.getrefcount(kept)
+        for _ in range(3):
+            _opaque(inner)
+        return before == sys.getrefcount(kept)
+
+    out, reasons = _run(fn)
+    assert out is fn() is True
+    assert any("reference counts" in reason for reason in reasons)

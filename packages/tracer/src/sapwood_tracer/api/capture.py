@@ -78,7 +78,7 @@ def capture(
     frames = inspects_frames(code)
     if frames is not None:
         exc = Unsupported(
-            f"{code.co_qualname}, which reads frames or tracebacks ({frames!r})",
+            f"{code.co_qualname}, which reads frames, tracebacks or reference counts ({frames!r})",
             hint="The function runs eagerly as a whole, in the frames Python would give it.",
         )
         exc.frame_bound = True

@@ -171,7 +171,7 @@ class TraceSession:
             # one that reads its callers would see generated code calling it at a graph break
             callers = reads_caller_frames(code) is not None
             exc = Unsupported(
-                f"calling {code.co_qualname}, which reads frames or tracebacks ({frames!r})",
+                f"calling {code.co_qualname}, which reads frames, tracebacks or reference counts ({frames!r})",
                 hint="The calling function runs eagerly as a whole, in the frames Python gives it."
                 if callers
                 else "",

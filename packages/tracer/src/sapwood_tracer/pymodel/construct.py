@@ -88,6 +88,11 @@ _FRAME_NAMES = frozenset(
         "print_stack",
         "walk_tb",
         "walk_stack",
+        # reference counts and referrers: the trace, its guards and the values handed across
+        # a graph break hold references of their own
+        "getrefcount",
+        "get_referrers",
+        "get_referents",
     }
 )
 
@@ -121,7 +126,7 @@ def reads_caller_frames(code: types.CodeType) -> str | None:
 
 def inspects_frames(code: types.CodeType) -> str | None:
     """The name through which ``code`` reads frames or tracebacks (``exc.__traceback__``,
-    ``sys._getframe``, ``traceback.extract_tb``, ...), if any: such code runs eagerly as a
+    ``sys._getframe``, ``traceback.extract_tb``, ...) or reference counts, if any: such code runs eagerly as a
     whole, where its frames are the ones Python would have. A name the code only assigns
     (``exc.__traceback__ = tb``) reads nothing: that assignment is refused where it runs."""
     found = [name for name in code.co_names if name in _FRAME_NAMES]
