@@ -825,3 +825,21 @@ def test_code_reading_reference_counts_runs_eagerly_as_a_whole():
     out, reasons = _run(fn)
     assert out is fn() is True
     assert any("reference counts" in reason for reason in reasons)
+
+
+class _ReprWrapper:
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+@pytest.mark.parametrize("kind", [set, frozenset, list])
+def test_a_container_that_contains_itself_through_an_object_is_one_container(kind):
+    def fn():
+        wrapper = _ReprWrapper()
+        container = kind([wrapper])
+        wrapper.value = container
+        return container
+
+    out, _ = _run(fn)
+    assert repr(out) == repr(fn())
+    assert next(iter(out)).value is out

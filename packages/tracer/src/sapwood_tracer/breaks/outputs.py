@@ -360,12 +360,32 @@ def _source_of(value: Value) -> Source | None:
     return value.source
 
 
+#: what ``built`` holds for a value whose construction is under way
+_BUILDING = "<being built>"
+
+
 def _emit(
     em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
 ) -> str:
+    """An expression of the entry for ``value`` rebuilt (each value built once). A value met
+    again while it is being built (a list, set or tuple that contains itself through its
+    items) is refused; an object is known before its attributes are, so it may."""
     known = built.get(id(value))
+    if known is _BUILDING:
+        raise Unsupported(f"rebuilding {value.describe()}, which contains itself")
     if known is not None:
         return known
+    built[id(value)] = _BUILDING
+    try:
+        return _emit_value(em, value, collector, built, indent)
+    finally:
+        if built.get(id(value)) is _BUILDING:
+            del built[id(value)]
+
+
+def _emit_value(
+    em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
+) -> str:
     if isinstance(value, OuterExceptionValue):
         # the exception the caller is handling: entries run outside any handler of their own
         # (and the resume functions after the handlers that broke closed), so it is the one
