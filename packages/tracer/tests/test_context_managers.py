@@ -843,3 +843,20 @@ def test_a_container_that_contains_itself_through_an_object_is_one_container(kin
     out, _ = _run(fn)
     assert repr(out) == repr(fn())
     assert next(iter(out)).value is out
+
+
+class _Doubling:
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value * 2)
+
+
+def test_assigning_an_attribute_of_a_new_object_runs_its_class_setattr():
+    def fn():
+        obj = _Doubling()
+        obj.x = 1
+        return obj.x, obj
+
+    (value, obj), reasons = _run(fn)
+    assert reasons == []
+    assert value == fn()[0] == 2
+    assert vars(obj) == {"x": 2}
