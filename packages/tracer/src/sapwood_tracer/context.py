@@ -108,9 +108,12 @@ class TraceContext(Protocol[V]):
     breaks_allowed: bool
     #: instructions this trace may still run before it is refused (runaway loops)
     budget: int
-    #: the exception being handled (``sys.exc_info()``): an exception value of the trace,
-    #: the caller's unknown one (``OUTER_EXCEPTION``), or None
+    #: the exception being handled at the running level (a generator runs at a level of its
+    #: own): an exception value of the trace, the caller's unknown one (``OUTER_EXCEPTION``),
+    #: or None
     handled: V | None
+    #: the levels below the running one, innermost last
+    enclosing_handled: list[V | None]
 
     @property
     def graph(self) -> GraphRecorder[V]: ...
@@ -142,6 +145,14 @@ class TraceContext(Protocol[V]):
     def guard(self, kind: GuardKind, source: Source, expected: Any) -> None: ...
 
     def guard_false(self, source: Source) -> None: ...
+
+    def topmost_handled(self) -> V | None:
+        """The exception ``sys.exc_info()`` names (the innermost level's that is not None)."""
+        ...
+
+    def caller_handles_nothing(self) -> bool:
+        """Whether the caller handles no exception (``OUTER_EXCEPTION`` is None); guarded."""
+        ...
 
     def guard_len(self, source: Source, length: int) -> None: ...
 

@@ -79,6 +79,10 @@ class TracedException(Unsupported):
     :class:`Unsupported` like any other: a graph break at the raising instruction, which then
     raises for real, eagerly."""
 
+    #: whether Python's implicit chaining (``__context__``) was applied to it already, or
+    #: needs none (a re-raise: a bare ``raise``, ``RERAISE``)
+    chained = False
+
     def __init__(
         self, value: object = None, *, cls: type | None = None, args: tuple[object, ...] = ()
     ) -> None:
@@ -108,8 +112,10 @@ def weakly_referenced(what: str) -> Unsupported:
     return exc
 
 
-def forget_frames(exc: BaseException) -> None:
-    """Drop the tracebacks of ``exc`` and of the exceptions chained to it.
+def forget_frames(exc: BaseException, caller_exception: BaseException | None) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions chained to it, up to the
+    exception the caller of the compiled function was handling (``caller_exception``: the
+    program's own, chained to sapwood's because sapwood raised while it was handled).
 
     For an exception sapwood keeps after handling it (the reason of a graph break, of an
     eager fallback): its traceback holds the frames it went through, which hold the call's
@@ -120,7 +126,7 @@ def forget_frames(exc: BaseException) -> None:
     todo: list[BaseException | None] = [exc]
     while todo:
         current = todo.pop()
-        if current is None or id(current) in seen:
+        if current is None or current is caller_exception or id(current) in seen:
             continue
         seen.add(id(current))
         current.__traceback__ = None

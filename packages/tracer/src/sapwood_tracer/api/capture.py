@@ -12,6 +12,7 @@ the graph's alias guards, and that the tensor inputs are distinct objects.
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 from typing import Any
 
@@ -77,7 +78,7 @@ def capture(
     frames = inspects_frames(code)
     if frames is not None:
         exc = Unsupported(
-            f"{code.co_qualname}, which reads frames or tracebacks ({frames!r})",
+            f"{code.co_qualname}, which reads frames, tracebacks or reference counts ({frames!r})",
             hint="The function runs eagerly as a whole, in the frames Python would give it.",
         )
         exc.frame_bound = True
@@ -89,6 +90,7 @@ def capture(
         raise exc
     plan: tuple[int, int] | None = None
     reason: Unsupported | None = None
+    caller_exception = sys.exc_info()[1]  # (read outside any handler of sapwood's)
     while True:
         try:
             try:
@@ -109,7 +111,7 @@ def capture(
             if fullgraph or runtime is None or plan is not None or exc.break_index is None:
                 raise
             plan = (exc.break_index, exc.break_visit)
-            forget_frames(exc)
+            forget_frames(exc, caller_exception)
             reason = exc
 
 

@@ -239,7 +239,7 @@ def _miss(
         # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
         # the code runs eagerly from now on, and explain()/the logs say why. (Outside the
         # handler: the user's code must not see sapwood's error in sys.exc_info().)
-        forget_frames(failure)
+        forget_frames(failure, sys.exc_info()[1])
         return _fall_back(code, cache, failure, eager, L)
     added = cache.add(entry)
     _cache.count_break_cost(code, entry)

@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -53,7 +54,7 @@ from ..values.containers import (
     TupleValue,
 )
 from ..values.contexts import ContextClassValue
-from ..values.exceptions import ExceptionValue, make_exception
+from ..values.exceptions import ExceptionValue, OuterExceptionValue, make_exception
 from ..values.functions import (
     BoundMethodValue,
     CellValue,
@@ -162,8 +163,10 @@ class OutputCollector:
         elif isinstance(value, NestedFunctionValue):
             for item in (*value.default_values, *value.kwdefault_values.values()):
                 self.collect(item, seen)
-            for item in value.cell_values:
+            for item in (*value.cell_values, *value.fields.values()):
                 self.collect(item, seen)
+            if value.namespace is not None:
+                self.collect(value.namespace, seen)
 
 
 def build_entry_function(
@@ -339,16 +342,71 @@ def _emit_iterator(
     return name
 
 
+def _emit_function_attributes(
+    em: Emitter,
+    value: NestedFunctionValue,
+    name: str,
+    collector: OutputCollector,
+    built: dict[int, str],
+    indent: str,
+) -> None:
+    """The fields the program assigned and the ``__dict__`` it filled, on the rebuilt
+    function ``name`` (its ``__dict__`` is that dict, wherever else it is reached from)."""
+    for field, item in value.fields.items():
+        text = _emit(em, item, collector, built, indent)
+        em.lines.append(f"{indent}{name}.{field} = {text}")
+    namespace = value.namespace
+    if namespace is None:
+        return
+    if id(namespace) in built:
+        raise Unsupported(f"rebuilding the __dict__ of {value.describe()} before the function")
+    built[id(namespace)] = f"{name}.__dict__"
+    if isinstance(namespace, DictValue) and namespace.entries:
+        pairs = [
+            f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
+            for k, v in namespace.entries.values()
+        ]
+        em.lines.append(f"{indent}{name}.__dict__.update([{', '.join(pairs)}])")
+
+
 def _source_of(value: Value) -> Source | None:
     return value.source
+
+
+#: what ``built`` holds for a value whose construction is under way
+_BUILDING = "<being built>"
 
 
 def _emit(
     em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
 ) -> str:
+    """An expression of the entry for ``value`` rebuilt (each value built once). A value met
+    again while it is being built (a list, set or tuple that contains itself through its
+    items) is refused; an object is known before its attributes are, so it may."""
     known = built.get(id(value))
+    if known is _BUILDING:
+        raise Unsupported(f"rebuilding {value.describe()}, which contains itself")
     if known is not None:
         return known
+    built[id(value)] = _BUILDING
+    try:
+        return _emit_value(em, value, collector, built, indent)
+    finally:
+        if built.get(id(value)) is _BUILDING:
+            del built[id(value)]
+
+
+def _emit_value(
+    em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
+) -> str:
+    if isinstance(value, OuterExceptionValue):
+        # the exception the caller is handling: entries run outside any handler of their own
+        # (and the resume functions after the handlers that broke closed), so it is the one
+        # sys.exc_info() names here
+        name = em.temp()
+        em.lines.append(f"{indent}{name} = {em.const(sys.exc_info)}()[1]")
+        built[id(value)] = name
+        return name
     if isinstance(value, TensorValue):
         if value.is_input():
             assert value.input_source is not None
@@ -422,6 +480,7 @@ def _emit(
             f"{{{', '.join(kwdefaults)}}}, {tuple_of(cells) if cells else 'None'})"
         )
         built[id(value)] = name
+        _emit_function_attributes(em, value, name, collector, built, indent)
         return name
     if isinstance(value, BoundMethodValue):
         name = em.temp()
@@ -481,11 +540,15 @@ def _emit(
             f"({', '.join(args)}{',' if len(args) == 1 else ''}), {{{', '.join(pairs)}}})"
         )
     elif isinstance(value, NewObjectValue):
-        pairs = [
-            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
-            for k, v in value.attrs.items()
-        ]
-        expr = f"{em.const(_new_object)}({em.const(value.cls)}, {{{', '.join(pairs)}}})"
+        # made empty and known first: its attributes may lead back to it (``self.value = self``)
+        em.lines.append(f"{indent}{name} = {em.const(_new_object)}({em.const(value.cls)}, {{}})")
+        built[id(value)] = name
+        for k, v in value.attrs.items():
+            item = _emit(em, v, collector, built, indent)
+            em.lines.append(
+                f"{indent}{em.const(object.__setattr__)}({name}, {em.const(k)}, {item})"
+            )
+        return name
     else:
         raise Unsupported(f"returning {value.describe()} from the compiled function")
     em.lines.append(f"{indent}{name} = {expr}")

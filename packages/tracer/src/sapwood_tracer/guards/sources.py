@@ -249,9 +249,16 @@ _STATE_READERS = {
 
 
 #: the interpreter's settings a trace may read: guarded only by the traces that read them
+def _caller_handling() -> bool:
+    """Whether an exception is being handled where the compiled function was called (read in
+    the entry's guards, which run outside any handler of their own)."""
+    return sys.exc_info()[1] is not None
+
+
 _SETTING_READERS: dict[str, Any] = {
     "recursion_limit": sys.getrecursionlimit,
     "int_max_str_digits": sys.get_int_max_str_digits,
+    "caller_handling": _caller_handling,
 }
 
 

@@ -328,7 +328,8 @@ def _plain_dict_subclass(cls: type) -> bool:
 
 
 def _has_dict_or_slots(obj: Any) -> bool:
-    return _has_instance_dict(type(obj)) or hasattr(type(obj), "__slots__")
+    # (a bare object(), a sentinel, is an object without attributes of its own)
+    return _has_instance_dict(type(obj)) or hasattr(type(obj), "__slots__") or type(obj) is object
 
 
 def _is_callable_builtin(obj: Any) -> bool:

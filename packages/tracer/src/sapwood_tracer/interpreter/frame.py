@@ -37,7 +37,7 @@ from sapwood_graph import Source
 
 from ..errors import TracedException, Unsupported
 from ..values.base import ConstantValue, Context, Value
-from ..values.exceptions import ExceptionValue, exception_value
+from ..values.exceptions import ExceptionValue, chain_context, exception_value
 from . import budget as _budget
 from .instructions import Instruction, decode, exception_handler
 from .registry import dispatch_table
@@ -232,10 +232,14 @@ class SymbolicFrame:
         if handler is None:
             return False
         value = exception_value(raised)
-        if isinstance(value, ExceptionValue) and "__context__" not in value.attrs:
-            handled = self.tx.handled
-            if handled is not None and handled is not value:
-                value.attrs["__context__"] = handled
+        if isinstance(value, ExceptionValue):
+            # raised: its traceback is the frames it passed through (a None set before is gone)
+            value.attrs.pop("__traceback__", None)
+        if not raised.chained and isinstance(value, ExceptionValue):
+            # the first frame that sees a new raise: nothing was handled or unhandled between
+            # the raising instruction and here, so what is handled is what was at the raise
+            raised.chained = True
+            chain_context(self.tx, value, self.tx.topmost_handled())
         del self.stack[handler.depth :]
         if handler.lasti:
             self.push(ConstantValue(inst.offset))

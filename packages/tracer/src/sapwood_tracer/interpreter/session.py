@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import operator
+import sys
 import types
 from typing import Any
 
@@ -24,7 +25,7 @@ from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
 
 from ..context import FrameState
 from ..errors import TracedException, Unsupported
-from ..guards.sources import LenSource
+from ..guards.sources import GlobalStateSource, LenSource
 from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
@@ -32,7 +33,14 @@ from ..pymodel.construct import construct, inspects_frames, reads_caller_frames
 from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing, attribute_missing
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import ContextExitValue
-from ..values.exceptions import OUTER_EXCEPTION, ExceptionValue, exception_value, python_error
+from ..values.exceptions import (
+    CHAINING_FIELDS,
+    OUTER_EXCEPTION,
+    ExceptionValue,
+    chaining_writes,
+    exception_value,
+    python_error,
+)
 from ..values.functions import FunctionValue, RealCellValue
 from ..values.generators import GeneratorValue
 from ..values.identity import guard_distinct
@@ -68,8 +76,28 @@ class TraceSession:
         self.loose_state: list[Value] = []  # set_grad_enabled(b) called outside a with block
         #: whether a construct that cannot be captured may become a graph break
         self.breaks_allowed = False
-        #: the exception being handled (sys.exc_info()); the caller's is unknown while tracing
+        #: the exception being handled at the running level (what PUSH_EXC_INFO saves and
+        #: POP_EXCEPT restores); the caller's is unknown while tracing
         self.handled: Value | None = OUTER_EXCEPTION
+        #: the levels below it, innermost last: each running generator has a level of its own
+        self.enclosing_handled: list[Value | None] = []
+        # (a session is made where sapwood handles no exception of its own: what is handled
+        # now is the caller's)
+        self._caller_handling = sys.exc_info()[1] is not None
+
+    def topmost_handled(self) -> Value | None:
+        """The exception ``sys.exc_info()`` names: the innermost level's that is not None."""
+        if self.handled is not None:
+            return self.handled
+        return next((v for v in reversed(self.enclosing_handled) if v is not None), None)
+
+    def caller_handles_nothing(self) -> bool:
+        """Whether the caller handles no exception (``OUTER_EXCEPTION`` is None), guarded
+        when so: a call from inside an ``except`` block traces again."""
+        if self._caller_handling:
+            return False
+        self.guard(GuardKind.CONSTANT_MATCH, GlobalStateSource("caller_handling"), False)
+        return True
 
     # -- guards ----------------------------------------------------------------------------
     def guard(self, kind: GuardKind, source: Source, expected: Any) -> None:
@@ -143,7 +171,7 @@ class TraceSession:
             # one that reads its callers would see generated code calling it at a graph break
             callers = reads_caller_frames(code) is not None
             exc = Unsupported(
-                f"calling {code.co_qualname}, which reads frames or tracebacks ({frames!r})",
+                f"calling {code.co_qualname}, which reads frames, tracebacks or reference counts ({frames!r})",
                 hint="The calling function runs eagerly as a whole, in the frames Python gives it."
                 if callers
                 else "",
@@ -333,11 +361,18 @@ class TraceSession:
         return operators.unary(self, fn, a)
 
     def record_attr_write(self, target: Value, name: str, value: Value) -> None:
-        """An attribute write on an object from the inputs, to replay after the graph."""
-        self.side_effects.store_attr(target, name, value)
+        """An attribute write on an object from the inputs, to replay after the graph (an
+        exception's chaining field: with what its setter sets besides)."""
+        writes = [(name, value)]
+        if name in CHAINING_FIELDS and issubclass(target.python_type(), BaseException):
+            writes = chaining_writes(name, value)
+        for field, item in writes:
+            self.side_effects.store_attr(target, field, item)
 
     def plain_setattr(self, cls: type) -> bool:
-        return False
+        """Whether ``cls``'s ``__setattr__``, not object's, is a plain store all the same:
+        BaseException's (the generic one)."""
+        return cls.__setattr__ is BaseException.__setattr__
 
 
 def _no_attribute(obj: Value, name: str) -> str:

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import dis
+import functools
 import types
 import weakref
 from typing import Any
@@ -86,6 +88,11 @@ _FRAME_NAMES = frozenset(
         "print_stack",
         "walk_tb",
         "walk_stack",
+        # reference counts and referrers: the trace, its guards and the values handed across
+        # a graph break hold references of their own
+        "getrefcount",
+        "get_referrers",
+        "get_referents",
     }
 )
 
@@ -119,9 +126,30 @@ def reads_caller_frames(code: types.CodeType) -> str | None:
 
 def inspects_frames(code: types.CodeType) -> str | None:
     """The name through which ``code`` reads frames or tracebacks (``exc.__traceback__``,
-    ``sys._getframe``, ``traceback.extract_tb``, ...), if any: such code runs eagerly as a
-    whole, where its frames are the ones Python would have."""
-    return next((name for name in code.co_names if name in _FRAME_NAMES), None)
+    ``sys._getframe``, ``traceback.extract_tb``, ...) or reference counts, if any: such code runs eagerly as a
+    whole, where its frames are the ones Python would have. A name the code only assigns
+    (``exc.__traceback__ = tb``) reads nothing: that assignment is refused where it runs."""
+    found = [name for name in code.co_names if name in _FRAME_NAMES]
+    if found:
+        read = _names_read(code)
+        found = [name for name in found if name in read]
+    return found[0] if found else None
+
+
+_ASSIGNING_OPS = frozenset({"STORE_ATTR", "DELETE_ATTR"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_read(code: types.CodeType) -> frozenset[str]:
+    """The names of ``co_names`` that an instruction other than an attribute assignment uses."""
+    return frozenset(
+        inst.argval
+        for inst in dis.get_instructions(code)
+        if inst.opcode in _NAME_OPS and inst.opname not in _ASSIGNING_OPS
+    )
+
+
+_NAME_OPS = frozenset(dis.hasname)
 
 
 def construct(
@@ -227,8 +255,9 @@ def _exception(
     """An exception instance: BaseException's ``__new__`` keeps the arguments as ``args``, and
     a ``__init__`` written in Python is inlined (its ``super().__init__(...)`` sets ``args``)."""
     cls = cls_value.cls
-    if issubclass(cls, OSError) or _python_defines(cls, "__new__"):
-        # OSError's __new__ picks a subclass from errno; a __new__ of one's own: not modelled
+    if issubclass(cls, OSError):
+        return _os_error(cls, args, kwargs)
+    if _python_defines(cls, "__new__"):
         raise Unsupported(f"constructing the exception {cls.__qualname__}")
     if type(cls) is not type:
         raise Unsupported(
@@ -242,7 +271,7 @@ def _exception(
         if not (returned.is_constant() and returned.as_constant() is None):
             raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
     elif kwargs:
-        raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+        _keyword_fields(cls, exc, args, kwargs)
     elif has_builtin_init(cls) and not issubclass(cls, (StopIteration, SystemExit)):
         # a C __init__ that checks and reads its arguments (SyntaxError, UnicodeError, ...):
         # what it does with them is known only for constants
@@ -253,6 +282,46 @@ def _exception(
         except Exception as error:
             raise raised_for_real(error, f"constructing {cls.__qualname__}") from None
     return exc
+
+
+#: builtin exception classes whose ``__init__`` takes keywords, each setting the field of its
+#: name (and nothing else)
+_KEYWORD_FIELDS: tuple[tuple[type, frozenset[str]], ...] = (
+    (AttributeError, frozenset({"name", "obj"})),
+    (NameError, frozenset({"name"})),
+    (ImportError, frozenset({"name", "path"})),
+)
+
+
+def _keyword_fields(
+    cls: type, exc: ExceptionValue, args: list[Value], kwargs: dict[str, Value]
+) -> None:
+    """``AttributeError(msg, name=..., obj=...)`` and the like: the builtin ``__init__`` takes
+    the arguments as without keywords (checked on the constants), then sets each keyword's
+    field."""
+    fields = next((names for base, names in _KEYWORD_FIELDS if issubclass(cls, base)), None)
+    if fields is None or not set(kwargs) <= fields or not all(a.is_constant() for a in args):
+        raise Unsupported(f"{cls.__qualname__}() with keyword arguments")
+    try:
+        make_exception(cls, tuple(a.as_constant() for a in args), {})
+    except Exception as error:
+        raise raised_for_real(error, f"constructing {cls.__qualname__}") from None
+    exc.attrs.update(kwargs)
+
+
+def _os_error(cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """OSError and its builtin subclasses: ``__new__`` picks the subclass from ``errno`` and
+    fills the fields; the same construction, made for real on constant arguments (it has no
+    side effects), says which class Python makes. With more than two arguments ``args`` is
+    not the arguments (a filename is kept apart): not modelled."""
+    consts = [a.as_constant() for a in args if a.is_constant()]
+    if cls.__module__ != "builtins" or kwargs or len(args) > 2 or len(consts) < len(args):
+        raise Unsupported(f"constructing the exception {cls.__qualname__}")
+    try:
+        made = cls(*consts)
+    except Exception as error:
+        raise raised_for_real(error, f"constructing {cls.__qualname__}") from None
+    return ExceptionValue(type(made), list(args))
 
 
 def _stateless_torch_module(

@@ -1,7 +1,7 @@
 """Models of builtins that read interpreter settings or build immutable builtin values:
 ``sys.getrecursionlimit``, ``sys.get_int_max_str_digits`` (read with a guard),
-``int.__new__`` and the other immutable classes' ``__new__``, ``dir()`` of constants.
-Registered into the table of :mod:`.builtins` on import."""
+``int.__new__`` and the other immutable classes' ``__new__``, ``dir()`` of constants,
+``sys.exc_info()`` and ``sys.exception()`` (the exception being handled). Registered into the table of :mod:`.builtins` on import."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from sapwood_graph import GuardKind
 from ..errors import Unsupported
 from ..guards.sources import GlobalStateSource
 from ..values.base import ConstantValue, Context, Value, is_constant_type, runs_enum_user_code
-from ..values.containers import ListValue
+from ..values.containers import ListValue, TupleValue
 from ..values.enums import EnumClassValue, is_immutable_class
+from ..values.exceptions import OUTER_EXCEPTION, ExceptionValue, TracebackValue
 from .builtins import _HANDLERS, Handler, _fold_call, handles
 
 __all__: list[str] = []
@@ -77,3 +78,32 @@ def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
             if isinstance(obj, type) and is_immutable_class(obj):
                 return ListValue([ConstantValue(n) for n in dir(obj)])
     raise Unsupported(f"dir() of {args[0].describe() if args else 'nothing'}")
+
+
+def _handled(tx: Context, what: str) -> ExceptionValue | None:
+    """The exception being handled, as ``sys.exc_info()`` sees it: one of the trace, or the
+    caller's where it is known to be none (guarded)."""
+    handled = tx.topmost_handled()
+    if handled is OUTER_EXCEPTION and tx.caller_handles_nothing():
+        return None
+    if handled is None or isinstance(handled, ExceptionValue):
+        return handled
+    raise Unsupported(f"{what} while {handled.describe()} is handled")
+
+
+@handles(sys.exc_info)
+def _exc_info(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if args or kwargs:
+        return _fold_call(tx, sys.exc_info, args, kwargs)  # raises Python's TypeError
+    handled = _handled(tx, "sys.exc_info()")
+    if handled is None:
+        return TupleValue([ConstantValue(None)] * 3)
+    return TupleValue([tx.wrap_trusted(handled.cls), handled, TracebackValue(handled)])
+
+
+@handles(sys.exception)
+def _exception(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if args or kwargs:
+        return _fold_call(tx, sys.exception, args, kwargs)  # raises Python's TypeError
+    handled = _handled(tx, "sys.exception()")
+    return ConstantValue(None) if handled is None else handled

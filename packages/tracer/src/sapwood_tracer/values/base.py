@@ -82,6 +82,9 @@ class Value:
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
 
+    def delattr(self, tx: Context, name: str) -> None:
+        raise Unsupported(f"del of attribute {name!r} of {self.describe()}")
+
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         raise Unsupported(f"calling {self.describe()}")
 
@@ -334,21 +337,31 @@ class ConstantValue(Value):
     def length(self, tx: Context) -> int:
         try:
             return len(self.value)
-        except TypeError:
-            raise Unsupported(f"len() of {self.describe()}") from None
+        except TypeError as exc:
+            raise _raised_by_builtin(exc, f"len() of {self.describe()}") from None
 
     def getitem(self, tx: Context, key: Value) -> Value:
         k = key.as_constant()
         try:
             return tx.constant_or_wrap(self.value[k])
         except (TypeError, IndexError, KeyError) as exc:
-            raise Unsupported(f"indexing {self.describe()} raised {type(exc).__name__}") from exc
+            what = f"indexing {self.describe()} raised {type(exc).__name__}"
+            raise _raised_by_builtin(exc, what) from None
 
     def contains(self, tx: Context, item: Value) -> bool:
         try:
             return item.as_constant() in self.value
         except TypeError:
             raise Unsupported(f"'in' on {self.describe()}") from None
+
+
+def _raised_by_builtin(error: Exception, what: str) -> Unsupported:
+    """``error``, raised by a builtin operation on constants (``len(5)``, ``"ab"[9]``), as
+    the same exception raised by the traced code; refused where its arguments are not
+    constants."""
+    if type(error).__module__ == "builtins" and all(is_constant_type(a) for a in error.args):
+        return TracedException(cls=type(error), args=tuple(ConstantValue(a) for a in error.args))
+    return Unsupported(what)
 
 
 # ----------------------------------------------------------------- callables and iterators

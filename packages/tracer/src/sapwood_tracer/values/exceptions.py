@@ -35,9 +35,13 @@ from .base import (
 from .containers import TupleValue
 
 __all__ = [
+    "CHAINING_FIELDS",
     "OUTER_EXCEPTION",
     "ExceptionValue",
     "OuterExceptionValue",
+    "TracebackValue",
+    "chain_context",
+    "chaining_writes",
     "exception_value",
     "has_builtin_init",
     "make_exception",
@@ -121,8 +125,15 @@ class ExceptionValue(Value):
         if name == "args":
             self.args = tx.unpack(value)
             return
-        if name == "__traceback__":
-            raise Unsupported("setting the traceback of an exception in the traced code")
+        if name in CHAINING_FIELDS:
+            self.attrs.update(chaining_writes(name, value))
+            return
+        if name == "__traceback__" and not (value.is_constant() and value.as_constant() is None):
+            # (None is kept: read back until the exception is raised again)
+            if isinstance(value, TracebackValue) or value.source is not None:
+                raise Unsupported("setting the traceback of an exception in the traced code")
+            if value.python_type() is not types.TracebackType:
+                raise_error(TypeError, "__traceback__ must be a traceback or None")
         self.attrs[name] = value
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
@@ -171,15 +182,45 @@ def make_exception(cls: type, args: tuple[Any, ...], attrs: dict[str, Any]) -> B
     builtin base's ``__init__`` (which fills fields such as SyntaxError's ``filename``), then
     the attributes the program set. A ``__init__`` written in Python already ran in the trace;
     only its effect on the builtin part (the arguments it passed up) is replayed here."""
-    exc: Any = BaseException.__new__(cls)
-    init = _builtin_base(cls).__init__
-    if init is BaseException.__init__:
-        exc.args = args
+    exc: Any
+    if issubclass(cls, OSError) and cls.__module__ == "builtins":
+        exc = cls(*args)  # its fields are filled by __new__, from the arguments
     else:
-        init(exc, *args)
+        exc = BaseException.__new__(cls)
+        init = _builtin_base(cls).__init__
+        if init is BaseException.__init__:
+            exc.args = args
+        else:
+            init(exc, *args)
     for name, value in attrs.items():
         setattr(exc, name, value)
     return exc
+
+
+#: the fields of implicit and explicit chaining, set through BaseException's descriptors
+CHAINING_FIELDS = frozenset({"__context__", "__cause__", "__suppress_context__"})
+
+
+def chaining_writes(name: str, value: Value) -> list[tuple[str, Value]]:
+    """What ``exc.<name> = value`` stores for a chaining field, as BaseException's setters do
+    it: a context or cause must be an exception or None (TypeError otherwise), setting the
+    cause also sets ``__suppress_context__``, which must be a bool."""
+    if name == "__suppress_context__":
+        if not value.is_constant():
+            raise Unsupported(f"setting __suppress_context__ to {value.describe()}")
+        if type(value.as_constant()) is not bool:
+            raise_error(TypeError, "attribute value type must be bool")
+        return [(name, value)]
+    if not (value.is_constant() and value.as_constant() is None):
+        if value is OUTER_EXCEPTION:
+            raise Unsupported(f"setting {name} to {value.describe()}")
+        kind = value.python_type()
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            what = "context" if name == "__context__" else "cause"
+            raise_error(TypeError, f"exception {what} must be None or derive from BaseException")
+    if name == "__cause__":
+        return [(name, value), ("__suppress_context__", ConstantValue(True))]
+    return [(name, value)]
 
 
 class OuterExceptionValue(Value):
@@ -195,6 +236,60 @@ class OuterExceptionValue(Value):
 
 
 OUTER_EXCEPTION = OuterExceptionValue()
+
+
+class TracebackValue(Value):
+    """The traceback of an exception raised in the traced code, as a ``with`` block hands it
+    to ``__exit__``: a real traceback (never None) whose frames the trace does not have, so
+    everything but its identity and truth is refused, and so is rebuilding it."""
+
+    __slots__ = ("exception",)
+
+    def __init__(self, exception: ExceptionValue) -> None:
+        super().__init__(None)
+        self.exception = exception
+
+    def describe(self) -> str:
+        return f"the traceback of {self.exception.describe()}"
+
+    def python_type(self) -> type:
+        return types.TracebackType
+
+    def truth(self, tx: Context) -> bool:
+        return True
+
+    def hash_key(self, tx: Context) -> Any:
+        # two values may stand for one traceback object (or for two, as it grows)
+        raise Unsupported(f"{self.describe()} as a dict key or set member")
+
+
+def chain_context(tx: Context, value: ExceptionValue, handled: Value | None) -> None:
+    """Python's implicit chaining when ``value`` is raised (not re-raised) while ``handled``
+    is the exception being handled: ``value.__context__`` becomes ``handled``, after any link
+    of ``handled``'s own context chain that leads back to ``value`` is cut (set to None), so
+    no cycle forms. Nothing changes while nothing is handled or ``value`` is the one handled.
+    """
+    if handled is None or handled is value:
+        return
+    if handled is OUTER_EXCEPTION:
+        if tx.caller_handles_nothing():
+            return
+        if "__context__" in value.attrs:
+            # the caller's exception replaces the old context, unless there is none: unknown
+            raise Unsupported(
+                f"raising {value.describe()} again while the caller may be handling an exception"
+            )
+        value.attrs["__context__"] = handled
+        return
+    link, seen = handled, set()
+    while isinstance(link, ExceptionValue) and id(link) not in seen:
+        seen.add(id(link))
+        context = link.attrs.get("__context__")
+        if context is value:
+            link.attrs["__context__"] = ConstantValue(None)
+            break
+        link = context
+    value.attrs["__context__"] = handled
 
 
 def exception_value(raised: TracedException) -> Value:

@@ -127,6 +127,8 @@ class FunctionValue(Value):
             return ConstantValue(self.code.co_qualname)
         if name == "__code__":
             return ConstantValue(self.code)
+        if _function_field(name):  # the function type has it: never missing
+            raise Unsupported(f"the attribute {name!r} of {self.describe()}")
         raise attribute_missing(self.describe(), name)
 
 
@@ -171,6 +173,9 @@ class UserFunctionValue(FunctionValue):
     def getattr(self, tx: Context, name: str) -> Value:
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
+        if name == "__annotations__":
+            assert self.source is not None
+            return tx.wrap(self.fn.__annotations__, AttrSource(self.source, name))
         if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__"):
             return super().getattr(tx, name)
         assert self.source is not None
@@ -180,17 +185,36 @@ class UserFunctionValue(FunctionValue):
         return super().getattr(tx, name)
 
 
+#: what a function's own fields accept when assigned (a str, any value, a dict)
+_ASSIGNABLE_FIELDS = {"__name__": str, "__qualname__": str, "__doc__": object, "__module__": object}
+
+
+def _docstring(code: types.CodeType) -> Any:
+    """The ``__doc__`` Python gives a new function of ``code`` (by the running version's rule)."""
+    closure = tuple(types.CellType() for _ in code.co_freevars) or None
+    return types.FunctionType(code, {}, None, None, closure).__doc__
+
+
 class NestedFunctionValue(FunctionValue):
-    """A function made by MAKE_FUNCTION during the trace (lambda, nested def, comprehension)."""
+    """A function made by MAKE_FUNCTION during the trace (lambda, nested def, comprehension).
+
+    Its fields ``__name__``, ``__qualname__``, ``__doc__``, ``__module__`` and
+    ``__annotations__`` read as Python's would until the program assigns them (``fields``
+    then holds the value); other attributes live in ``namespace``, the value of its
+    ``__dict__``. Both are applied to the function when it is rebuilt after the graph.
+    """
 
     __slots__ = (
+        "annotations",
         "cell_values",
         "code",
         "default_values",
         "f_globals",
+        "fields",
         "globals_source",
         "kwdefault_values",
         "name",
+        "namespace",
     )
 
     def __init__(
@@ -201,6 +225,8 @@ class NestedFunctionValue(FunctionValue):
         defaults: tuple[Value, ...],
         kwdefaults: dict[str, Value],
         cells: tuple[Value, ...],
+        namespace: Value | None = None,
+        annotations: Value | None = None,
     ) -> None:
         super().__init__(None)
         self.code = code
@@ -210,6 +236,60 @@ class NestedFunctionValue(FunctionValue):
         self.kwdefault_values = kwdefaults
         self.cell_values = cells
         self.name = code.co_name
+        #: an empty dict: the ``__dict__`` (None: attributes of it are refused)
+        self.namespace = namespace
+        #: an empty dict, the ``__annotations__`` Python makes at the first read (None: the
+        #: function has annotations, which are not kept, so reading them is refused)
+        self.annotations = annotations
+        self.fields: dict[str, Value] = {}
+
+    def getattr(self, tx: Context, name: str) -> Value:
+        if name in self.fields:
+            return self.fields[name]
+        if name == "__doc__":
+            return ConstantValue(_docstring(self.code))
+        if name == "__module__":
+            module = self.f_globals.get("__name__")
+            if not is_constant_type(module):
+                raise Unsupported(f"__module__ of {self.describe()}")
+            return ConstantValue(module)
+        if name == "__annotations__" and self.annotations is not None:
+            self.fields[name] = self.annotations
+            return self.annotations
+        if name == "__dict__" and self.namespace is not None:
+            return self.namespace
+        if name in ("__name__", "__qualname__", "__code__"):
+            return super().getattr(tx, name)
+        if self.namespace is None or _function_field(name):
+            raise Unsupported(f"the attribute {name!r} of {self.describe()}")
+        key = ConstantValue(name)
+        if self.namespace.contains(tx, key):
+            return self.namespace.getitem(tx, key)
+        raise attribute_missing(self.describe(), name)
+
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
+        kind = _ASSIGNABLE_FIELDS.get(name)
+        if kind is not None:
+            if kind is str and not (value.is_constant() and type(value.as_constant()) is str):
+                raise Unsupported(f"setting {name!r} of {self.describe()} to a non-string")
+            self.fields[name] = value
+        elif name == "__annotations__" and value.python_type() is dict:
+            self.fields[name] = value
+        elif self.namespace is None or _function_field(name):
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
+        else:
+            self.namespace.setitem(tx, ConstantValue(name), value)
+
+    def delattr(self, tx: Context, name: str) -> None:
+        key = ConstantValue(name)
+        if self.namespace is None or _function_field(name):
+            raise Unsupported(f"del of attribute {name!r} of {self.describe()}")
+        if not self.namespace.contains(tx, key):
+            raise TracedException(
+                cls=AttributeError,
+                args=(ConstantValue(f"'function' object has no attribute {name!r}"),),
+            )
+        self.namespace.delitem(tx, key)
 
     def describe(self) -> str:
         return f"function {self.code.co_qualname}"
@@ -222,6 +302,12 @@ class NestedFunctionValue(FunctionValue):
 
     def cells(self, tx: Context) -> tuple[Value, ...]:
         return self.cell_values
+
+
+def _function_field(name: str) -> bool:
+    """Whether ``name`` is an attribute of the function type (a field such as
+    ``__defaults__``, or a method such as ``__get__``), not one of its ``__dict__``."""
+    return hasattr(types.FunctionType, name) or name in ("__dict__", "__annotations__")
 
 
 class BoundMethodValue(Value):

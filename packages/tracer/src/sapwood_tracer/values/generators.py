@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import TracedException
 from .base import ConstantValue, Context, Value
+from .exceptions import ExceptionValue, exception_value
 from .iterators import IteratorValue
 
 if TYPE_CHECKING:
@@ -23,13 +24,15 @@ __all__ = ["GeneratorValue"]
 class GeneratorValue(IteratorValue):
     """A generator made during the trace."""
 
-    __slots__ = ("done", "frame", "running")
+    __slots__ = ("done", "frame", "handled", "running")
 
     def __init__(self, frame: FrameState[Value]) -> None:
         super().__init__(None)
         self.frame = frame
         self.done = False
         self.running = False
+        #: the exception its own code handles (kept while it is suspended in an except block)
+        self.handled: Value | None = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -46,11 +49,34 @@ class GeneratorValue(IteratorValue):
             )
         self.frame.push(ConstantValue(None))  # what the suspended yield evaluates to
         self.running = True
+        # it runs at a level of its own: what it handles is not its caller's, and the reverse
+        tx.enclosing_handled.append(tx.handled)
+        tx.handled = self.handled
         try:
             suspended, value = tx.resume(self.frame)
+        except TracedException as raised:
+            self.done = True  # an exception left the generator: it is finished
+            raise _stop_iteration_error(raised) from None
         finally:
             self.running = False
+            self.handled = tx.handled
+            tx.handled = tx.enclosing_handled.pop()
         if not suspended:
             self.done = True
             return None
         return value
+
+
+def _stop_iteration_error(raised: TracedException) -> TracedException:
+    """What leaves a generator whose code raised ``raised``: a StopIteration becomes
+    ``RuntimeError("generator raised StopIteration")`` whose cause and context are it
+    (PEP 479; 3.11 converts when the exception leaves the frame, 3.12 in the generator's own
+    bytecode, which then raises the RuntimeError already)."""
+    value = exception_value(raised)
+    if not (isinstance(value, ExceptionValue) and issubclass(value.cls, StopIteration)):
+        return raised
+    error = ExceptionValue(RuntimeError, [ConstantValue("generator raised StopIteration")])
+    error.attrs.update(__cause__=value, __context__=value, __suppress_context__=ConstantValue(True))
+    converted = TracedException(error)
+    converted.chained = True  # (its context is the StopIteration, whatever is handled)
+    return converted

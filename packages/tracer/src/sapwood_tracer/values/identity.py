@@ -26,6 +26,7 @@ from ..errors import Unsupported
 from ..guards.sources import DistinctIdsSource
 from .base import ConstantValue, Context, Value
 from .containers import TupleValue
+from .exceptions import TracebackValue
 from .tensors import TensorValue, same_tensor
 
 __all__ = ["ObjectIdValue", "compare_ids", "guard_distinct", "same_object"]
@@ -43,6 +44,11 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         if isinstance(a, TensorValue) and isinstance(b, TensorValue):
             return same_tensor(a, b)
         return False
+    if isinstance(a, TracebackValue) or isinstance(b, TracebackValue):
+        if a.is_constant() or b.is_constant():
+            return False  # a traceback is no constant
+        # two values may stand for one traceback object (or for two, as it grows)
+        raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
     if _tuple_value(a) and _tuple_value(b):
         # A tuple value is rebuilt from its items: whether two are one object (two sources
         # reaching the same tuple, or a tuple and a code constant) is not known here.

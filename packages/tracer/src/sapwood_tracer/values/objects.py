@@ -41,7 +41,7 @@ from .base import (
     truth_of_plain_object,
 )
 from .containers import DictValue, TupleValue
-from .exceptions import exception_value
+from .exceptions import CHAINING_FIELDS, exception_value, python_error
 from .functions import BoundMethodValue
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
@@ -229,8 +229,11 @@ class ObjectValue(_UserProtocols):
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         cls = type(self.obj)
         klass, raw = lookup_mro(cls, name)
-        if klass is not None and is_data_descriptor(raw):
+        chaining = isinstance(self.obj, BaseException) and name in CHAINING_FIELDS
+        if klass is not None and is_data_descriptor(raw) and not chaining:
             raise Unsupported(f"assigning {name!r} through a descriptor of {cls.__qualname__}")
+        if not hasattr(self.obj, "__dict__"):  # (Python raises AttributeError)
+            raise Unsupported(f"assigning {name!r} of {self.describe()}, which has no __dict__")
         if cls.__setattr__ is not object.__setattr__ and not tx.plain_setattr(cls):
             raise Unsupported(
                 f"assigning attributes of {cls.__qualname__}, which defines __setattr__"
@@ -282,6 +285,16 @@ class NewObjectValue(_UserProtocols):
         if klass is not None and is_data_descriptor(raw):
             raise Unsupported(f"assigning {name!r} through a descriptor of {self.cls.__qualname__}")
         self.attrs[name] = value
+
+    def delattr(self, tx: Context, name: str) -> None:
+        klass, raw = lookup_mro(self.cls, name)
+        if (klass is not None and is_data_descriptor(raw)) or (
+            self.cls.__delattr__ is not object.__delattr__
+        ):
+            raise Unsupported(f"del of attribute {name!r} of {self.describe()}")
+        if self.attrs.pop(name, None) is None:
+            msg = f"{self.cls.__name__!r} object has no attribute {name!r}"
+            raise python_error(AttributeError, msg)
 
 
 class ClassValue(Value):
@@ -517,20 +530,8 @@ class WeakRefValue(Value):
         return tx.wrap(self.ref(), WeakRefTargetSource(self.source))
 
 
-_LOGGER_METHODS = frozenset(
-    [
-        "debug",
-        "info",
-        "warning",
-        "warn",
-        "error",
-        "critical",
-        "exception",
-        "log",
-        "warning_once",
-        "info_once",
-    ]
-)
+_LOGGER_METHODS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "log"))
+_LOGGER_METHODS |= {"exception", "warning_once", "info_once"}
 
 
 class LoggingCallValue(Value):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ...errors import TracedException, Unsupported
 from ...values.base import ConstantValue, Value
-from ...values.exceptions import OUTER_EXCEPTION, ExceptionValue, raise_error
+from ...values.exceptions import OUTER_EXCEPTION, ExceptionValue, TracebackValue, raise_error
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -50,12 +50,14 @@ def _exception(frame: SymbolicFrame, value: Value) -> ExceptionValue:
 @opcode("RAISE_VARARGS")
 def raise_varargs(frame: SymbolicFrame, inst: Instruction) -> None:
     if inst.arg == 0:  # a bare `raise`: the exception being handled
-        handled = frame.tx.handled
+        handled = frame.tx.topmost_handled()
         if handled is OUTER_EXCEPTION:
-            raise Unsupported("a bare raise of the exception the caller is handling")
+            if not frame.tx.caller_handles_nothing():
+                raise Unsupported("a bare raise of the exception the caller is handling")
+            handled = None
         if handled is None:
             raise_error(RuntimeError, "No active exception to reraise")
-        raise TracedException(handled)
+        raise _reraised(handled)
     cause = frame.pop() if inst.arg == 2 else None
     exc = _exception(frame, frame.pop())
     if cause is not None:  # raise exc from cause
@@ -116,7 +118,14 @@ def reraise(frame: SymbolicFrame, inst: Instruction) -> None:
         frame.pop()  # the raising offset (CPython restores f_lasti from it)
     if not isinstance(exc, ExceptionValue):
         raise Unsupported(f"re-raising {exc.describe()}")
-    raise TracedException(exc)
+    raise _reraised(exc)
+
+
+def _reraised(exc: Value) -> TracedException:
+    """``exc`` raised on as it is: a re-raise does not chain (its ``__context__`` stays)."""
+    raised = TracedException(exc)
+    raised.chained = True
+    return raised
 
 
 @opcode("WITH_EXCEPT_START")
@@ -127,7 +136,7 @@ def with_except_start(frame: SymbolicFrame, inst: Instruction) -> None:
     if not isinstance(exc, ExceptionValue):
         raise Unsupported(f"leaving a with block through {exc.describe()}")
     cls = frame.tx.wrap_trusted(exc.cls)
-    frame.push(frame.tx.call(exit_fn, [cls, exc, ConstantValue(None)], {}))
+    frame.push(frame.tx.call(exit_fn, [cls, exc, TracebackValue(exc)], {}))
 
 
 @opcode("CHECK_EG_MATCH", "PREP_RERAISE_STAR", "CLEANUP_THROW")

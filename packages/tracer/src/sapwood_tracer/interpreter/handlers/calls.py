@@ -164,12 +164,16 @@ def _set_function_attribute(
     elif flag == _MAKE_FUNCTION_DEFAULTS:
         assert isinstance(attr, TupleValue)
         fn.default_values = tuple(attr.items)
-    elif flag != _MAKE_FUNCTION_ANNOTATIONS:  # annotations are not kept
+    elif flag == _MAKE_FUNCTION_ANNOTATIONS:  # annotations are not kept: reading them is refused
+        fn.annotations = None
+    else:
         raise Unsupported(f"a function attribute set by flag {flag:#x}")
 
 
 def _new_function(frame: SymbolicFrame, code: types.CodeType) -> NestedFunctionValue:
-    return NestedFunctionValue(code, frame.f_globals, frame.globals_source, (), {}, ())
+    return NestedFunctionValue(
+        code, frame.f_globals, frame.globals_source, (), {}, (), DictValue({}), DictValue({})
+    )
 
 
 @opcode("MAKE_FUNCTION", until=(3, 13))

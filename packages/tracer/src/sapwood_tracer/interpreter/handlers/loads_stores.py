@@ -24,6 +24,7 @@ from ...pymodel.builtins import make_super
 from ...values.base import NULL, ConstantValue, Value
 from ...values.exceptions import python_error
 from ...values.functions import CellValue
+from ...values.objects import NewObjectValue
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -285,12 +286,18 @@ def load_super_attr_313(frame: SymbolicFrame, inst: Instruction) -> None:
 def store_attr(frame: SymbolicFrame, inst: Instruction) -> None:
     obj = frame.pop()
     value = frame.pop()
+    if isinstance(obj, NewObjectValue) and obj.cls.__setattr__ is not object.__setattr__:
+        # ``obj.name = value`` goes through the class's own __setattr__ (inlined); the
+        # object's setattr is the plain store (``object.__setattr__``)
+        hook = frame.tx.getattr(obj, "__setattr__")
+        frame.tx.call(hook, [ConstantValue(inst.argval), value], {})
+        return
     obj.setattr(frame.tx, inst.argval, value)
 
 
 @opcode("DELETE_ATTR")
 def delete_attr(frame: SymbolicFrame, inst: Instruction) -> None:
-    raise Unsupported(f"del of attribute {inst.argval!r}")
+    frame.pop().delattr(frame.tx, inst.argval)
 
 
 @opcode("IMPORT_NAME")
