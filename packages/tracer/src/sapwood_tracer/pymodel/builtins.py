@@ -39,7 +39,8 @@ from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import ExceptionValue, python_error, raised_for_real
 from ..values.functions import FunctionValue
 from ..values.identity import ObjectIdValue
-from ..values.objects import NewObjectValue, PartialValue, SuperValue
+from ..values.objects import NewObjectValue, SuperValue
+from ..values.partials import PartialValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue, symbolic_extreme
 from ..values.tensors import TensorValue
@@ -300,11 +301,10 @@ def _callable(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value
     v = args[0]
     if isinstance(v, (ConstantValue, TensorValue, TupleValue, ListValue, DictValue, SetValue)):
         return ConstantValue(v.is_constant() and callable(v.as_constant()))
-    return ConstantValue(
-        True
-        if isinstance(v, (FunctionValue, BuiltinValue, PartialValue))
-        else callable(v.python_type())
-    )
+    if isinstance(v, (FunctionValue, BuiltinValue, PartialValue)):
+        return ConstantValue(True)
+    # Python asks the type for a ``__call__`` (the class's own MRO, not its metaclass)
+    return ConstantValue(any("__call__" in klass.__dict__ for klass in v.python_type().__mro__))
 
 
 @handles(builtins.getattr)

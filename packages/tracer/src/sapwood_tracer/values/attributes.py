@@ -20,7 +20,14 @@ from ..guards.sources import ContainsSource, HeldObjectSource
 from .base import BuiltinValue, Context, Value
 from .functions import BoundMethodValue
 
-__all__ = ["class_attribute", "class_dict_source", "held", "is_data_descriptor", "lookup_mro"]
+__all__ = [
+    "class_attribute",
+    "class_dict_source",
+    "held",
+    "is_data_descriptor",
+    "is_slot",
+    "lookup_mro",
+]
 
 
 _MISSING = object()
@@ -45,6 +52,16 @@ def class_dict_source(klass: type, name: str) -> Source:
 def is_data_descriptor(attr: Any) -> bool:
     t = type(attr)
     return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
+
+
+def is_slot(klass: type, raw: Any) -> bool:
+    """Whether ``raw``, found on ``klass``, is a slot a Python class declared (``__slots__``):
+    the instance holds its value as it would an attribute of its ``__dict__``."""
+    return (
+        type(raw) is types.MemberDescriptorType
+        and "__slots__" in klass.__dict__
+        and raw.__objclass__ is klass
+    )
 
 
 def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -> Value | None:

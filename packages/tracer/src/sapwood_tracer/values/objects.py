@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import collections.abc
-import functools
 import logging
 import types
 from typing import Any
@@ -27,7 +26,14 @@ from sapwood_graph import AttrSource, ItemSource, Source
 
 from ..errors import TracedException, Unsupported
 from ..guards.sources import ContainsSource, HasAttrSource, WeakRefTargetSource
-from .attributes import class_attribute, class_dict_source, held, is_data_descriptor, lookup_mro
+from .attributes import (
+    class_attribute,
+    class_dict_source,
+    held,
+    is_data_descriptor,
+    is_slot,
+    lookup_mro,
+)
 from .base import (
     BoundBuiltinMethod,
     BuiltinValue,
@@ -40,7 +46,6 @@ from .base import (
     attribute_missing,
     truth_of_plain_object,
 )
-from .containers import DictValue, TupleValue
 from .exceptions import exception_value
 from .functions import BoundMethodValue
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
@@ -51,7 +56,6 @@ __all__ = [
     "LoggingCallValue",
     "NewObjectValue",
     "ObjectValue",
-    "PartialValue",
     "PyModuleValue",
     "SuperValue",
     "UserIteratorValue",
@@ -266,6 +270,8 @@ class NewObjectValue(_UserProtocols):
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
         if name in self.attrs:
             return self.attrs[name]
+        if klass is not None and is_slot(klass, raw):
+            raise attribute_missing(self.describe(), name)  # a slot not assigned yet
         if name == "__class__":
             return tx.wrap(self.cls, held(self.cls, self.cls.__qualname__))
         if klass is not None:
@@ -279,8 +285,12 @@ class NewObjectValue(_UserProtocols):
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         klass, raw = lookup_mro(self.cls, name)
-        if klass is not None and is_data_descriptor(raw):
+        slot = klass is not None and is_slot(klass, raw)
+        if klass is not None and is_data_descriptor(raw) and not slot:
             raise Unsupported(f"assigning {name!r} through a descriptor of {self.cls.__qualname__}")
+        if not slot and not self.cls.__dictoffset__:
+            # neither a slot nor an instance dict to hold it: Python raises AttributeError
+            raise Unsupported(f"assigning {name!r} of {self.describe()}, which has no __dict__")
         self.attrs[name] = value
 
 
@@ -562,38 +572,3 @@ class LoggingCallValue(Value):
             *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
         )
         return ConstantValue(None)
-
-
-class PartialValue(Value):
-    """``functools.partial(fn, *args, **kwargs)``."""
-
-    __slots__ = ("args", "fn", "kwargs")
-
-    def __init__(
-        self, fn: Value, args: list[Value], kwargs: dict[str, Value], source: Source | None = None
-    ) -> None:
-        super().__init__(source)
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-
-    def describe(self) -> str:
-        return f"partial({self.fn.describe()})"
-
-    def python_type(self) -> type:
-        return functools.partial
-
-    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
-
-    def getattr(self, tx: Context, name: str) -> Value:
-        if name == "func":
-            return self.fn
-        if name == "args":
-            return TupleValue(list(self.args))
-        if name == "keywords":
-            return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
-        if self.source is not None or name == "__dict__" or hasattr(functools.partial, name):
-            # its own attributes (``__dict__``, set by the program) and partial's methods
-            raise Unsupported(f"the attribute {name!r} of {self.describe()}")
-        raise attribute_missing(self.describe(), name)
