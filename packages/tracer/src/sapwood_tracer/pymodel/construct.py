@@ -203,9 +203,9 @@ def construct(
 
 
 def is_plain_python_class(cls: type) -> bool:
-    """Whether ``cls`` is a Python class whose only builtin base is ``object``, under the
-    plain metaclass: ``object.__new__`` makes its instances."""
-    return type(cls) is type and not any(
+    """Whether ``cls`` is a Python class whose only builtin base is ``object``:
+    ``object.__new__`` makes its instances."""
+    return isinstance(cls, type) and not any(
         base.__module__ == "builtins" and base is not object for base in cls.__mro__
     )
 

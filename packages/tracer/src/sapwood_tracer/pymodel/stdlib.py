@@ -142,7 +142,12 @@ def _combinatoric(fn: Any) -> Handler:
     return handler
 
 
-for _fn in (itertools.product, itertools.combinations, itertools.permutations):
+for _fn in (
+    itertools.product,
+    itertools.combinations,
+    itertools.combinations_with_replacement,
+    itertools.permutations,
+):
     _HANDLERS[_fn] = _combinatoric(_fn)
 
 
@@ -173,7 +178,10 @@ def _islice(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 def _repeat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
-        raise Unsupported("itertools.repeat without a count (infinite)")
+        if len(args) != 1 or kwargs:
+            raise Unsupported("itertools.repeat with these arguments")
+        obj = args[0]
+        return _StepIterator("itertools.repeat", lambda tx: obj, itertools.repeat)
     return ListIteratorValue([args[0]] * times.as_constant(), itertools.repeat)
 
 
