@@ -160,6 +160,8 @@ def call_builtin(
             raise Unsupported(f"math.{real.__name__} on a tensor (it needs the tensor's value)")
         raise Unsupported(f"{fn.describe()} on non-constant arguments")
     bound_to = getattr(real, "__self__", None)
+    if type(bound_to) in (str, bytes) and real.__name__ == "join" and len(args) == 1:
+        args = [TupleValue(tx.unpack(args[0]))]  # (join reads its argument whole, first)
     if (
         bound_to is not None
         and not isinstance(bound_to, type)

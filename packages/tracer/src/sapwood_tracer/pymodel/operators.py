@@ -365,7 +365,11 @@ def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
 
 
 def _items_equal(tx: Context, x: Value, y: Value) -> bool:
-    """Whether two items of containers are equal, as Python compares them (identity first)."""
+    """Whether two items of containers are equal, as Python compares them (identity first).
+    Two tuples whose identity is not known compare item by item: were they one tuple, each
+    item would meet itself, so the answer is the same."""
+    if isinstance(x, TupleValue) and isinstance(y, TupleValue):
+        return tx.truth(binary(tx, operator.eq, x, y))
     return same_object(tx, x, y) or tx.truth(binary(tx, operator.eq, x, y))
 
 

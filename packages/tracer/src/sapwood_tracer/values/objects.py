@@ -46,14 +46,15 @@ from .base import (
     attribute_missing,
     truth_of_plain_object,
 )
+from .containers import DictValue
 from .exceptions import exception_value
 from .functions import BoundMethodValue
+from .logging_calls import LOGGER_METHODS, LoggingCallValue
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
 __all__ = [
     "ClassValue",
     "EnvironValue",
-    "LoggingCallValue",
     "NewObjectValue",
     "ObjectValue",
     "PyModuleValue",
@@ -183,7 +184,7 @@ class ObjectValue(_UserProtocols):
         if pending is not None:
             return pending
         cls = type(self.obj)
-        if isinstance(self.obj, logging.Logger) and name in _LOGGER_METHODS:
+        if isinstance(self.obj, logging.Logger) and name in LOGGER_METHODS:
             return LoggingCallValue(getattr(self.obj, name))
         if cls.__getattribute__ is not object.__getattribute__:
             return self.real_getattr(tx, name)
@@ -264,13 +265,35 @@ class NewObjectValue(_UserProtocols):
     def python_type(self) -> type:
         return self.cls
 
+    def _instance_dict(self, tx: Context) -> DictValue:
+        """``obj.__dict__``: made from the attributes on first use; from then on it holds
+        them (kept under ``"__dict__"`` in ``attrs``, next to the slots' values)."""
+        made = self.attrs.get("__dict__")
+        if isinstance(made, DictValue):
+            return made
+        if not _plain_instance_dict(self.cls):
+            raise Unsupported(f"the __dict__ of {self.describe()}")
+        slots = {k: v for k, v in self.attrs.items() if _is_slot_name(self.cls, k)}
+        pairs = [(ConstantValue(k), v) for k, v in self.attrs.items() if k not in slots]
+        made = DictValue.from_pairs(tx, pairs)
+        self.attrs = {"__dict__": made, **slots}
+        return made
+
     def getattr(self, tx: Context, name: str) -> Value:
         klass, raw = lookup_mro(self.cls, name)
         if klass is not None and is_data_descriptor(raw) and isinstance(raw, property):
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
-        if name in self.attrs:
+        if name == "__dict__":
+            return self._instance_dict(tx)
+        slot = klass is not None and is_slot(klass, raw)
+        held_dict = self.attrs.get("__dict__")
+        if isinstance(held_dict, DictValue) and not slot:
+            entry = held_dict.entries.get(ConstantValue(name).hash_key(tx))
+            if entry is not None:
+                return entry[1]
+        elif name in self.attrs:
             return self.attrs[name]
-        if klass is not None and is_slot(klass, raw):
+        if slot:
             raise attribute_missing(self.describe(), name)  # a slot not assigned yet
         if name == "__class__":
             return tx.wrap(self.cls, held(self.cls, self.cls.__qualname__))
@@ -284,6 +307,12 @@ class NewObjectValue(_UserProtocols):
         raise attribute_missing(self.describe(), name)
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
+        if name == "__dict__":
+            if value.python_type() is not dict or not isinstance(value, DictValue):
+                raise Unsupported(f"assigning {value.describe()} as a __dict__")
+            self._instance_dict(tx)
+            self.attrs["__dict__"] = value
+            return
         klass, raw = lookup_mro(self.cls, name)
         slot = klass is not None and is_slot(klass, raw)
         if klass is not None and is_data_descriptor(raw) and not slot:
@@ -291,7 +320,27 @@ class NewObjectValue(_UserProtocols):
         if not slot and not self.cls.__dictoffset__:
             # neither a slot nor an instance dict to hold it: Python raises AttributeError
             raise Unsupported(f"assigning {name!r} of {self.describe()}, which has no __dict__")
-        self.attrs[name] = value
+        held_dict = self.attrs.get("__dict__")
+        if isinstance(held_dict, DictValue) and not slot:
+            held_dict.setitem(tx, ConstantValue(name), value)
+        else:
+            self.attrs[name] = value
+
+
+def _is_slot_name(cls: type, name: str) -> bool:
+    klass, raw = lookup_mro(cls, name)
+    return klass is not None and is_slot(klass, raw)
+
+
+def _plain_instance_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have the ``__dict__`` a Python class gives them."""
+    klass, raw = lookup_mro(cls, "__dict__")
+    return (
+        bool(cls.__dictoffset__)
+        and klass is not None
+        and klass.__module__ != "builtins"
+        and type(raw) is types.GetSetDescriptorType
+    )
 
 
 class ClassValue(Value):
@@ -525,50 +574,3 @@ class WeakRefValue(Value):
             raise Unsupported("calling a weak reference with arguments (TypeError)")
         assert self.source is not None
         return tx.wrap(self.ref(), WeakRefTargetSource(self.source))
-
-
-_LOGGER_METHODS = frozenset(
-    [
-        "debug",
-        "info",
-        "warning",
-        "warn",
-        "error",
-        "critical",
-        "exception",
-        "log",
-        "warning_once",
-        "info_once",
-    ]
-)
-
-
-class LoggingCallValue(Value):
-    """A logging method (``logger.warning``, ``logger.warning_once``, ...).
-
-    Logging is output, not data. Where graph breaks are allowed, a logging call breaks the
-    graph and runs eagerly on every call, like the rest of the output. The ``*_once``
-    methods, and every method under ``fullgraph=True``, run once, while tracing, with their
-    constant arguments, and are not repeated by later calls of the compiled code.
-    """
-
-    __slots__ = ("method",)
-
-    def __init__(self, method: Any) -> None:
-        super().__init__(None)
-        self.method = method
-
-    def describe(self) -> str:
-        return f"logging method {getattr(self.method, '__name__', '?')}"
-
-    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        name = getattr(self.method, "__name__", "")
-        if tx.breaks_allowed and not name.endswith("_once"):
-            # output on every call: a graph break runs it eagerly each time
-            raise Unsupported(f"the logging call {name}()")
-        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
-            raise Unsupported("a logging call with non-constant arguments")
-        self.method(
-            *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
-        )
-        return ConstantValue(None)
