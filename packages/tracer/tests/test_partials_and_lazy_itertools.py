@@ -280,3 +280,94 @@ def test_lazy_itertools_check_their_arguments_as_eagerly(kind, args):
             return str(exc)
 
     assert _same(fn, kind, args)
+
+
+def test_the_dict_of_a_new_object_holds_its_attributes_and_can_be_replaced():
+    class Plain:
+        pass
+
+    def fn():
+        o = Plain()
+        o.x = 1
+        d = o.__dict__
+        d["y"] = 2
+        o.z = 3
+        replacement = {"q": 4}
+        o2 = Plain()
+        o2.__dict__ = replacement
+        o2.w = 5
+        return o.y, sorted(d), replacement, o2.__dict__ is replacement, o2
+
+    got = _same_shape(fn)
+    assert got[:4] == (2, ["x", "y", "z"], {"q": 4, "w": 5}, True)
+    assert vars(got[4]) is got[2]
+
+
+def _same_shape(fn: Any) -> Any:
+    """``fn()`` compiled in one graph, its first four results compared with eager."""
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)()
+    assert got[:4] == fn()[:4]
+    return got
+
+
+def test_the_pure_python_partial_keeps_its_state_as_eagerly():
+    def signature(part):
+        return part.func, part.args, part.keywords, part.__dict__
+
+    def fn():
+        nested = py_functools.partial(py_functools.partial(signature, "a"), bar=True)
+        f = py_functools.partial(signature)
+        namespace = {"attr": []}
+        f.__setstate__((_capture, (1,), {"a": 10}, namespace))
+        state = signature(f)
+        return signature(nested), state, state[3] is namespace, f(2, b=20)
+
+    _same(fn)
+
+
+def test_str_join_reads_any_iterable():
+    def fn():
+        return "".join(itertools.chain("AB", "CD")), "-".join(map(str, range(3)))
+
+    assert _same(fn) == ("ABCD", "0-1-2")
+
+
+def test_a_cached_property_caches_in_the_objects_dict():
+    class Item:
+        cost_base = 1
+
+        def get_cost(self):
+            self.cost_base += 1
+            return self.cost_base
+
+        cached = py_functools.cached_property(get_cost)
+
+        @functools.cached_property
+        def listed(self):
+            """A list."""
+            return [self.cost_base]
+
+    class Slotted:
+        __slots__ = ("a",)
+
+        @functools.cached_property
+        def cost(self):
+            raise AssertionError("never called")
+
+    def made_in_the_trace():
+        item = Item()
+        values = [item.get_cost(), item.cached, item.get_cost(), item.cached]
+        try:
+            values.append(Slotted().cost)
+        except TypeError as exc:
+            values.append(str(exc))
+        return values, item.listed is item.listed, Item.listed.__doc__, dict(item.__dict__)
+
+    def passed_in(item):
+        return [item.get_cost(), item.cached, item.get_cost(), item.cached]
+
+    _same(made_in_the_trace)
+    eager_item, compiled_item = Item(), Item()
+    compiled = sapwood_tracer.compile(passed_in, backend=_eager, fullgraph=True)
+    assert compiled(compiled_item) == passed_in(eager_item)
+    assert vars(compiled_item) == vars(eager_item) == {"cost_base": 4, "cached": 3}

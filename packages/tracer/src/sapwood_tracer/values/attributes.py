@@ -10,6 +10,7 @@ recompiles instead of being missed.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "class_attribute",
     "class_dict_source",
     "held",
+    "is_cached_property",
     "is_data_descriptor",
     "is_slot",
     "lookup_mro",
@@ -64,6 +66,18 @@ def is_slot(klass: type, raw: Any) -> bool:
     )
 
 
+def is_cached_property(raw: Any) -> bool:
+    """Whether ``raw`` is a ``functools.cached_property`` (of any copy of the module: a
+    test's ``import_fresh_module('functools')`` makes another class, with the same code)."""
+    kind = type(raw)
+    return kind is functools.cached_property or (
+        kind.__name__ == "cached_property"
+        and kind.__module__ == "functools"
+        and getattr(kind.__get__, "__code__", None) is not None
+        and kind.__get__.__code__.co_code == functools.cached_property.__get__.__code__.co_code
+    )
+
+
 def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -> Value | None:
     """The value of class attribute ``name`` seen through an instance (``receiver``) or the
     class itself (``receiver is None``); ``None`` if the class has no such attribute."""
@@ -93,6 +107,8 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
             raise Unsupported(f"reading write-only property {name!r}")
         fget = tx.wrap(raw.fget, AttrSource(source, "fget"))
         return tx.call(fget, [receiver], {})
+    if receiver is None and is_cached_property(raw):
+        return tx.wrap(raw, source)  # (its __get__ gives itself for the class)
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
         if receiver is None and isinstance(

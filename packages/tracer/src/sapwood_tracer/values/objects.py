@@ -30,6 +30,7 @@ from .attributes import (
     class_attribute,
     class_dict_source,
     held,
+    is_cached_property,
     is_data_descriptor,
     is_slot,
     lookup_mro,
@@ -46,6 +47,7 @@ from .base import (
     attribute_missing,
     truth_of_plain_object,
 )
+from .cached_properties import cached_property_get
 from .containers import DictValue
 from .exceptions import exception_value
 from .functions import BoundMethodValue
@@ -203,6 +205,17 @@ class ObjectValue(_UserProtocols):
                 # an instance attribute of the same name would shadow the class's
                 assert self.source is not None
                 tx.guard_false(ContainsSource(AttrSource(self.source, "__dict__"), name))
+            if (
+                inst is not None
+                and is_cached_property(raw)
+                and cls.__setattr__ is object.__setattr__
+            ):
+                # computed now, and cached in the object's __dict__ after the graph (a plain
+                # attribute write lands there: the property has no __set__)
+                class_attribute(tx, cls, name, None)  # (guards where the class finds it)
+                value = cached_property_get(tx, raw, class_dict_source(klass, name), self, name)
+                tx.record_attr_write(self, name, value)
+                return value
             return _call_or_fail(class_attribute(tx, cls, name, self), name)
         if "__getattr__" in dir(cls):
             return self.custom_getattr(tx, name)
@@ -297,6 +310,9 @@ class NewObjectValue(_UserProtocols):
             raise attribute_missing(self.describe(), name)  # a slot not assigned yet
         if name == "__class__":
             return tx.wrap(self.cls, held(self.cls, self.cls.__qualname__))
+        if klass is not None and is_cached_property(raw):
+            class_attribute(tx, self.cls, name, None)  # (guards where the class finds it)
+            return cached_property_get(tx, raw, class_dict_source(klass, name), self)
         if klass is not None:
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
         _, hook = lookup_mro(self.cls, "__getattr__")
