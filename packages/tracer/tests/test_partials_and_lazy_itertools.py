@@ -371,3 +371,21 @@ def test_a_cached_property_caches_in_the_objects_dict():
     compiled = sapwood_tracer.compile(passed_in, backend=_eager, fullgraph=True)
     assert compiled(compiled_item) == passed_in(eager_item)
     assert vars(compiled_item) == vars(eager_item) == {"cost_base": 4, "cached": 3}
+
+
+def test_accumulate_binds_its_arguments_as_eagerly():
+    def fn():
+        out = [
+            list(itertools.accumulate(iterable=range(4))),
+            list(itertools.accumulate([2, 8, 1], min)),
+            list(itertools.accumulate([10, 5, 1], initial=None)),
+            list(itertools.accumulate([], initial=100)),
+        ]
+        for args, kwargs in (((range(3), 5, 6), {}), ((), {}), ((), {"x": range(3)})):
+            try:
+                itertools.accumulate(*args, **kwargs)
+            except TypeError as exc:
+                out.append(str(exc))
+        return out
+
+    assert _same(fn)[2] == [10, 15, 16]

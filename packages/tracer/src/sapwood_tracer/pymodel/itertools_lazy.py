@@ -1,6 +1,6 @@
 """Models of the lazy ``itertools`` types that filter, repeat or group another iterator:
 ``count``, ``cycle``, ``compress``, ``dropwhile``, ``takewhile``, ``filterfalse``,
-``starmap`` and ``groupby``. Registered into the builtin table of
+``starmap``, ``groupby`` and ``accumulate``. Registered into the builtin table of
 :mod:`.builtins` on import.
 
 Each is a step iterator (see :mod:`.stdlib`): it pulls from its input only as its consumer
@@ -67,6 +67,35 @@ def _count(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return ConstantValue(value)
 
     return _StepIterator("itertools.count", next_count, itertools.count)
+
+
+@handles(itertools.accumulate)
+def _accumulate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    bound = _arguments(itertools.accumulate, args, kwargs)
+    it = _iterator(tx, bound["iterable"])
+    fn, initial = bound["func"], bound["initial"]
+    fn = None if fn.is_constant() and fn.as_constant() is None else fn
+    start = None if initial.is_constant() and initial.as_constant() is None else initial
+    state: dict[str, Any] = {"acc": start, "started": False}
+
+    def step(tx: Context) -> Value | None:
+        if not state["started"]:
+            state["started"] = True
+            if state["acc"] is not None:
+                return state["acc"]  # type: ignore[no-any-return]
+        item = it.next_value(tx)
+        if item is None:
+            return None
+        acc = state["acc"]
+        if acc is None:
+            state["acc"] = item
+        elif fn is None:
+            state["acc"] = ops.binary(tx, operator.add, acc, item)
+        else:
+            state["acc"] = tx.call(fn, [acc, item], {})
+        return state["acc"]  # type: ignore[no-any-return]
+
+    return _StepIterator("itertools.accumulate", step, itertools.accumulate)
 
 
 @handles(itertools.cycle)

@@ -185,32 +185,6 @@ def _repeat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ListIteratorValue([args[0]] * times.as_constant(), itertools.repeat)
 
 
-@handles(itertools.accumulate)
-def _accumulate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    (it,) = _iterators(tx, args[:1])
-    fn = args[1] if len(args) > 1 else kwargs.get("func")
-    state: dict[str, Any] = {"acc": kwargs.get("initial"), "started": False}
-
-    def step(tx: Context) -> Value | None:
-        if not state["started"]:
-            state["started"] = True
-            if state["acc"] is not None:
-                return state["acc"]  # type: ignore[no-any-return]
-        item = it.next_value(tx)
-        if item is None:
-            return None
-        acc = state["acc"]
-        if acc is None:
-            state["acc"] = item
-        elif fn is None:
-            state["acc"] = ops.binary(tx, operator.add, acc, item)
-        else:
-            state["acc"] = tx.call(fn, [acc, item], {})
-        return state["acc"]  # type: ignore[no-any-return]
-
-    return _StepIterator("itertools.accumulate", step, itertools.accumulate)
-
-
 @handles(itertools.pairwise)
 def _pairwise(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     (it,) = _iterators(tx, args[:1])
