@@ -85,7 +85,12 @@ class PartialValue(Value):
         return self.cls
 
     def keyword_values(self) -> dict[str, Value]:
-        return {k.as_constant(): v for k, v in self.keywords.entries.values()}
+        keywords = {
+            k.as_constant() if k.is_constant() else k: v for k, v in self.keywords.entries.values()
+        }
+        if not all(type(k) is str for k in keywords):
+            raise Unsupported(f"calling {self.describe()}, whose keywords are not all strings")
+        return keywords
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return tx.call(self.fn, [*self.args.items, *args], {**self.keyword_values(), **kwargs})
