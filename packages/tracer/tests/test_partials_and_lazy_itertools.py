@@ -389,3 +389,27 @@ def test_accumulate_binds_its_arguments_as_eagerly():
         return out
 
     assert _same(fn)[2] == [10, 15, 16]
+
+
+def test_a_new_objects_class_setattr_runs_and_getattribute_is_refused():
+    class Doubling:
+        def __setattr__(self, name, value):
+            object.__setattr__(self, name, value * 2)
+
+        def __init__(self):
+            self.x = 1
+
+    class Answering:
+        def __getattribute__(self, name):
+            return 42
+
+    def stores():
+        return Doubling().x
+
+    def reads():
+        return hasattr(Answering(), "anything")
+
+    assert _same(stores) == 2
+    with pytest.raises(sapwood_tracer.Unsupported):
+        sapwood_tracer.compile(reads, backend=_eager, fullgraph=True)()
+    assert sapwood_tracer.compile(reads, backend=_eager)() is True

@@ -178,8 +178,8 @@ def call_builtin(
     if owner is object and getattr(real, "__name__", "") == "__init__":
         return ConstantValue(None)
     if owner is object and getattr(real, "__name__", "") == "__setattr__":
-        target, name, value = args
-        target.setattr(tx, name.as_constant(), value)
+        target, name, value = args  # (object's own store, past a class's __setattr__)
+        getattr(target, "set_own", target.setattr)(tx, name.as_constant(), value)
         return ConstantValue(None)
     if owner is not None and isinstance(owner, type) and args:
         # an unbound method of a builtin type (str.upper, dict.get, ...) called on a value:

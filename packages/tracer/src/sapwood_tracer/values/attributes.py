@@ -28,7 +28,9 @@ __all__ = [
     "is_cached_property",
     "is_data_descriptor",
     "is_slot",
+    "is_slot_name",
     "lookup_mro",
+    "plain_instance_dict",
 ]
 
 
@@ -75,6 +77,23 @@ def is_cached_property(raw: Any) -> bool:
         and kind.__module__ == "functools"
         and getattr(kind.__get__, "__code__", None) is not None
         and kind.__get__.__code__.co_code == functools.cached_property.__get__.__code__.co_code
+    )
+
+
+def is_slot_name(cls: type, name: str) -> bool:
+    """Whether ``name`` is a slot of a Python class of ``cls``'s MRO."""
+    klass, raw = lookup_mro(cls, name)
+    return klass is not None and is_slot(klass, raw)
+
+
+def plain_instance_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have the ``__dict__`` a Python class gives them."""
+    klass, raw = lookup_mro(cls, "__dict__")
+    return (
+        bool(cls.__dictoffset__)
+        and klass is not None
+        and klass.__module__ != "builtins"
+        and type(raw) is types.GetSetDescriptorType
     )
 
 

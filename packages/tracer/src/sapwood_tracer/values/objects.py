@@ -33,7 +33,9 @@ from .attributes import (
     is_cached_property,
     is_data_descriptor,
     is_slot,
+    is_slot_name,
     lookup_mro,
+    plain_instance_dict,
 )
 from .base import (
     BoundBuiltinMethod,
@@ -284,15 +286,17 @@ class NewObjectValue(_UserProtocols):
         made = self.attrs.get("__dict__")
         if isinstance(made, DictValue):
             return made
-        if not _plain_instance_dict(self.cls):
+        if not plain_instance_dict(self.cls):
             raise Unsupported(f"the __dict__ of {self.describe()}")
-        slots = {k: v for k, v in self.attrs.items() if _is_slot_name(self.cls, k)}
+        slots = {k: v for k, v in self.attrs.items() if is_slot_name(self.cls, k)}
         pairs = [(ConstantValue(k), v) for k, v in self.attrs.items() if k not in slots]
         made = DictValue.from_pairs(tx, pairs)
         self.attrs = {"__dict__": made, **slots}
         return made
 
     def getattr(self, tx: Context, name: str) -> Value:
+        if self.cls.__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{name!r} of {self.describe()}, whose class has __getattribute__")
         klass, raw = lookup_mro(self.cls, name)
         if klass is not None and is_data_descriptor(raw) and isinstance(raw, property):
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
@@ -323,6 +327,18 @@ class NewObjectValue(_UserProtocols):
         raise attribute_missing(self.describe(), name)
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
+        if self.cls.__setattr__ is not object.__setattr__:
+            _, hook = lookup_mro(self.cls, "__setattr__")
+            if not isinstance(hook, types.FunctionType):
+                raise Unsupported(f"assigning {name!r} of {self.describe()} (its __setattr__)")
+            method = class_attribute(tx, self.cls, "__setattr__", self)  # inlined
+            assert method is not None
+            tx.call(method, [ConstantValue(name), value], {})
+            return
+        self.set_own(tx, name, value)
+
+    def set_own(self, tx: Context, name: str, value: Value) -> None:
+        """``object.__setattr__(self, name, value)``: the store itself."""
         if name == "__dict__":
             if value.python_type() is not dict or not isinstance(value, DictValue):
                 raise Unsupported(f"assigning {value.describe()} as a __dict__")
@@ -341,22 +357,6 @@ class NewObjectValue(_UserProtocols):
             held_dict.setitem(tx, ConstantValue(name), value)
         else:
             self.attrs[name] = value
-
-
-def _is_slot_name(cls: type, name: str) -> bool:
-    klass, raw = lookup_mro(cls, name)
-    return klass is not None and is_slot(klass, raw)
-
-
-def _plain_instance_dict(cls: type) -> bool:
-    """Whether instances of ``cls`` have the ``__dict__`` a Python class gives them."""
-    klass, raw = lookup_mro(cls, "__dict__")
-    return (
-        bool(cls.__dictoffset__)
-        and klass is not None
-        and klass.__module__ != "builtins"
-        and type(raw) is types.GetSetDescriptorType
-    )
 
 
 class ClassValue(Value):
