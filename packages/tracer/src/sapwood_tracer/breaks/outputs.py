@@ -62,10 +62,10 @@ from ..values.functions import (
     RealCellValue,
     UserFunctionValue,
 )
+from ..values.logging_calls import LoggingCallValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
     ClassValue,
-    LoggingCallValue,
     NewObjectValue,
     ObjectValue,
     PyModuleValue,

@@ -67,12 +67,11 @@ from ..values.iterators import LiveIteratorValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
     ClassValue,
-    EnvironValue,
     ObjectValue,
-    PartialValue,
     PyModuleValue,
-    WeakRefValue,
 )
+from ..values.partials import PartialValue, c_partial_base
+from ..values.runtime_objects import EnvironValue, WeakRefValue
 from ..values.sets import SetValue
 from ..values.tensors import TorchFunctionValue
 from .graph_bridge import GraphBridge
@@ -238,15 +237,13 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
         receiver = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
         return BoundMethodValue(fn, receiver)
-    if cls is functools.partial:  # (a subclass's methods and attributes are its own)
+    if c_partial_base(cls) is not None:  # (a subclass with methods of its own is not one)
         _type_match(tx, source, obj)
         fn = wrap(tx, obj.func, AttrSource(source, "func"))
         args = wrap(tx, obj.args, AttrSource(source, "args"))
         kwargs = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
-        assert isinstance(kwargs, DictValue)
-        return PartialValue(
-            fn, args.unpack(tx), {k.as_constant(): v for k, v in kwargs.entries.values()}, source
-        )
+        assert isinstance(args, TupleValue) and isinstance(kwargs, DictValue)
+        return PartialValue(fn, args, kwargs, cls, source)
     if isinstance(obj, types.ModuleType):
         _id_match(tx, source, obj)
         return PyModuleValue(obj, source)

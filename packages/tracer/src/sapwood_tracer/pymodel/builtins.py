@@ -41,7 +41,8 @@ from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import ExceptionValue, python_error, raised_for_real
 from ..values.functions import FunctionValue
 from ..values.identity import ObjectIdValue
-from ..values.objects import NewObjectValue, PartialValue, SuperValue
+from ..values.objects import NewObjectValue, SuperValue
+from ..values.partials import PartialValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue, specialised, symbolic_extreme
 from ..values.tensors import TensorValue
@@ -167,6 +168,8 @@ def call_builtin(
     bound_to = getattr(real, "__self__", None)
     if type(bound_to) is str and real == bound_to.join and len(args) == 1 and not kwargs:
         return join_text(tx, bound_to, args[0])
+    if type(bound_to) is bytes and real.__name__ == "join" and len(args) == 1:
+        args = [TupleValue(tx.unpack(args[0]))]  # (join reads its argument whole, first)
     if (
         bound_to is not None
         and not isinstance(bound_to, type)
@@ -185,8 +188,8 @@ def call_builtin(
     if owner is object and getattr(real, "__name__", "") == "__init__":
         return ConstantValue(None)
     if owner is object and getattr(real, "__name__", "") == "__setattr__":
-        target, name, value = args
-        target.setattr(tx, name.as_constant(), value)
+        target, name, value = args  # (object's own store, past a class's __setattr__)
+        getattr(target, "set_own", target.setattr)(tx, name.as_constant(), value)
         return ConstantValue(None)
     if owner is not None and isinstance(owner, type) and args:
         # an unbound method of a builtin type (str.upper, dict.get, ...) called on a value:
@@ -314,11 +317,10 @@ def _callable(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value
     v = args[0]
     if isinstance(v, (ConstantValue, TensorValue, TupleValue, ListValue, DictValue, SetValue)):
         return ConstantValue(v.is_constant() and callable(v.as_constant()))
-    return ConstantValue(
-        True
-        if isinstance(v, (FunctionValue, BuiltinValue, PartialValue))
-        else callable(v.python_type())
-    )
+    if isinstance(v, (FunctionValue, BuiltinValue, PartialValue)):
+        return ConstantValue(True)
+    # Python asks the type for a ``__call__`` (the class's own MRO, not its metaclass)
+    return ConstantValue(any("__call__" in klass.__dict__ for klass in v.python_type().__mro__))
 
 
 @handles(builtins.getattr)

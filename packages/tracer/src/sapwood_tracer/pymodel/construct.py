@@ -5,8 +5,11 @@
 * Named tuples are built from their fields (no user code runs).
 * Instances of plain user classes and dataclasses become :class:`NewObjectValue`; their
   ``__init__`` (and a dataclass's generated ``__init__`` and ``__post_init__``) is inlined.
-* Classes with a custom ``__new__`` or metaclass, modules, exceptions, and anything else are
-  refused.
+* A ``__new__`` written in Python is inlined (its ``object.__new__(cls)`` makes the object),
+  then ``__init__`` of the object's class, where the object is an instance of the class.
+* ``functools.partial`` (each copy of the C type) and its plain subclasses are modelled.
+* Classes with a builtin ``__new__`` or a custom metaclass, modules, exceptions, and anything
+  else are refused.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 
 from ..errors import Unsupported, weakly_referenced
 from ..guards.sources import HeldObjectSource
-from ..values.attributes import class_attribute
+from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import BuiltinValue, ConstantValue, Context, Value, is_constant_type
 from ..values.containers import DictValue, NamedTupleValue
 from ..values.exceptions import (
@@ -33,8 +36,9 @@ from ..values.exceptions import (
 from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
+from ..values.partials import c_partial_base, make_partial
 
-__all__ = ["construct"]
+__all__ = ["construct", "is_plain_python_class"]
 
 _FOLDED_CLASSES = (
     torch.Size,
@@ -199,20 +203,50 @@ def construct(
         assert isinstance(made, DictValue)
         made.cls = cls
         return made
-    if cls.__new__ is not object.__new__:
+    if c_partial_base(cls) is not None:
+        return make_partial(tx, cls, args, kwargs)
+    if cls.__new__ is not object.__new__ and not _python_new(cls):
         raise Unsupported(f"constructing {cls.__qualname__}, which defines __new__")
-    if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):
+    if not is_plain_python_class(cls):
         raise Unsupported(f"constructing {cls.__qualname__}, a subclass of a builtin type")
-    obj = NewObjectValue(cls)
+    if cls.__new__ is object.__new__:
+        obj: Value = NewObjectValue(cls)
+    else:
+        # the class's own __new__, inlined; its object.__new__(cls) makes the object
+        new = class_attribute(tx, cls, "__new__", None)
+        assert new is not None
+        obj = tx.call(new, [tx.wrap_trusted(cls), *args], kwargs)
+        if not issubclass(obj.python_type(), cls):
+            return obj  # (Python calls no __init__ then)
+        cls = obj.python_type()
     init = None if cls.__init__ is object.__init__ else class_attribute(tx, cls, "__init__", obj)
     if init is None or init.is_constant():
-        if args or kwargs:
+        if (args or kwargs) and cls.__new__ is object.__new__:
             raise Unsupported(f"{cls.__qualname__}() takes no arguments (TypeError)")
         return obj
     returned = tx.call(init, args, kwargs)
     if not (returned.is_constant() and returned.as_constant() is None):
         raise Unsupported(f"{cls.__qualname__}.__init__ returning a value (TypeError)")
     return obj
+
+
+def is_plain_python_class(cls: type) -> bool:
+    """Whether ``cls`` is a Python class whose only builtin base is ``object``:
+    ``object.__new__`` makes its instances."""
+    return isinstance(cls, type) and not any(
+        base.__module__ == "builtins" and base is not object for base in cls.__mro__
+    )
+
+
+def _python_new(cls: type) -> bool:
+    """Whether the ``__new__`` ``cls`` inherits is a static method written in Python."""
+    klass, raw = lookup_mro(cls, "__new__")
+    return (
+        klass is not None
+        and klass.__module__ != "builtins"
+        and isinstance(raw, staticmethod)
+        and isinstance(raw.__func__, types.FunctionType)
+    )
 
 
 #: what a class statement puts in every class's namespace

@@ -397,8 +397,41 @@ def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
                 continue
             return result
     if fn in (operator.eq, operator.ne):
-        same = same_object(tx, a, b)
-        return ConstantValue(same if fn is operator.eq else not same)
+        equal = _containers_equal(tx, a, b)
+        if equal is None:
+            equal = same_object(tx, a, b)
+        return ConstantValue(equal if fn is operator.eq else not equal)
+    return None
+
+
+def _items_equal(tx: Context, x: Value, y: Value) -> bool:
+    """Whether two items of containers are equal, as Python compares them (identity first).
+    Two tuples whose identity is not known compare item by item: were they one tuple, each
+    item would meet itself, so the answer is the same."""
+    if isinstance(x, TupleValue) and isinstance(y, TupleValue):
+        return tx.truth(binary(tx, operator.eq, x, y))
+    return same_object(tx, x, y) or tx.truth(binary(tx, operator.eq, x, y))
+
+
+def _containers_equal(tx: Context, a: Value, b: Value) -> bool | None:
+    """``a == b`` for two builtin lists, tuples or dicts of the same type whose items are not
+    all constants: item by item, as Python compares them; None for any other pair."""
+    kind = a.python_type()
+    if kind is not b.python_type():
+        return None
+    if kind in (list, tuple) and isinstance(a, (ListValue, TupleValue)):
+        assert isinstance(b, (ListValue, TupleValue))
+        if len(a.items) != len(b.items):
+            return False
+        return all(_items_equal(tx, x, y) for x, y in zip(a.items, b.items))
+    if kind is dict and isinstance(a, DictValue) and isinstance(b, DictValue):
+        if len(a.entries) != len(b.entries):
+            return False
+        for key, (_, value) in a.entries.items():
+            other = b.entries.get(key)
+            if other is None or not _items_equal(tx, value, other[1]):
+                return False
+        return True
     return None
 
 

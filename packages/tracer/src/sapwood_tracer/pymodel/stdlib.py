@@ -19,9 +19,11 @@ from ..values.containers import ListValue, TupleValue
 from ..values.exceptions import python_error
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.identity import same_object
-from ..values.objects import PartialValue
+from ..values.objects import ClassValue, NewObjectValue
+from ..values.partials import make_partial
 from . import operators as ops
 from .builtins import _HANDLERS, _OPERATORS, Handler, handles
+from .construct import is_plain_python_class
 from .iteration import _iterators
 
 __all__: list[str] = []
@@ -30,14 +32,26 @@ __all__: list[str] = []
 # ----------------------------------------------------------------- functools / itertools
 @handles(functools.partial)
 def _partial(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    fn = args[0]
-    if isinstance(fn, PartialValue):
-        if fn.source is not None:
-            # flattened only if it never had a ``__dict__``, which Python does not show
-            raise Unsupported("functools.partial of a partial passed in")
-        # a partial of a partial (without attributes of its own) is flattened
-        return PartialValue(fn.fn, [*fn.args, *args[1:]], {**fn.kwargs, **kwargs})
-    return PartialValue(fn, list(args[1:]), dict(kwargs))
+    return make_partial(tx, functools.partial, args, kwargs)
+
+
+@handles(object.__new__)
+def _object_new(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``object.__new__(cls)``, as a ``__new__`` written in Python calls it (often through
+    ``super().__new__(cls)``): a new object of a plain Python class."""
+    if not args or not isinstance(args[0], ClassValue):
+        raise Unsupported("object.__new__ without a class")
+    cls = args[0].cls
+    if not is_plain_python_class(cls) or getattr(cls, "__abstractmethods__", None):
+        raise Unsupported(f"object.__new__({cls.__qualname__})")
+    if len(args) > 1 or kwargs:
+        if cls.__new__ is not object.__new__:
+            raise python_error(
+                TypeError, "object.__new__() takes exactly one argument (the type to instantiate)"
+            )
+        if cls.__init__ is object.__init__:
+            raise python_error(TypeError, f"{cls.__name__}() takes no arguments")
+    return NewObjectValue(cls)
 
 
 @handles(functools.reduce)
@@ -128,7 +142,12 @@ def _combinatoric(fn: Any) -> Handler:
     return handler
 
 
-for _fn in (itertools.product, itertools.combinations, itertools.permutations):
+for _fn in (
+    itertools.product,
+    itertools.combinations,
+    itertools.combinations_with_replacement,
+    itertools.permutations,
+):
     _HANDLERS[_fn] = _combinatoric(_fn)
 
 
@@ -159,34 +178,11 @@ def _islice(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 def _repeat(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     times = args[1] if len(args) > 1 else kwargs.get("times")
     if times is None:
-        raise Unsupported("itertools.repeat without a count (infinite)")
+        if len(args) != 1 or kwargs:
+            raise Unsupported("itertools.repeat with these arguments")
+        obj = args[0]
+        return _StepIterator("itertools.repeat", lambda tx: obj, itertools.repeat)
     return ListIteratorValue([args[0]] * times.as_constant(), itertools.repeat)
-
-
-@handles(itertools.accumulate)
-def _accumulate(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    (it,) = _iterators(tx, args[:1])
-    fn = args[1] if len(args) > 1 else kwargs.get("func")
-    state: dict[str, Any] = {"acc": kwargs.get("initial"), "started": False}
-
-    def step(tx: Context) -> Value | None:
-        if not state["started"]:
-            state["started"] = True
-            if state["acc"] is not None:
-                return state["acc"]  # type: ignore[no-any-return]
-        item = it.next_value(tx)
-        if item is None:
-            return None
-        acc = state["acc"]
-        if acc is None:
-            state["acc"] = item
-        elif fn is None:
-            state["acc"] = ops.binary(tx, operator.add, acc, item)
-        else:
-            state["acc"] = tx.call(fn, [acc, item], {})
-        return state["acc"]  # type: ignore[no-any-return]
-
-    return _StepIterator("itertools.accumulate", step, itertools.accumulate)
 
 
 @handles(itertools.pairwise)

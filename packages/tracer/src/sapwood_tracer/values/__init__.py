@@ -10,7 +10,7 @@ The modules, lowest first (each imports only those before it): :mod:`.base` (the
 :mod:`.attributes` (class attribute lookup), :mod:`.dunders` (containers' special
 methods), :mod:`.list_iterators`, :mod:`.containers`, :mod:`.sets`, :mod:`.iterators`,
 :mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`,
-:mod:`.sequence_iterators`, :mod:`.objects`, :mod:`.enums`,
+:mod:`.sequence_iterators`, :mod:`.objects`, :mod:`.runtime_objects`, :mod:`.enums`,
 :mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generators`.
 
 May import: the context protocol (:mod:`sapwood_tracer.context`), guards' sources, errors.

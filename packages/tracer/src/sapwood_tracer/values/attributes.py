@@ -10,6 +10,7 @@ recompiles instead of being missed.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -20,7 +21,17 @@ from ..guards.sources import ContainsSource, HeldObjectSource
 from .base import BuiltinValue, Context, Value
 from .functions import BoundMethodValue
 
-__all__ = ["class_attribute", "class_dict_source", "held", "is_data_descriptor", "lookup_mro"]
+__all__ = [
+    "class_attribute",
+    "class_dict_source",
+    "held",
+    "is_cached_property",
+    "is_data_descriptor",
+    "is_slot",
+    "is_slot_name",
+    "lookup_mro",
+    "plain_instance_dict",
+]
 
 
 _MISSING = object()
@@ -45,6 +56,45 @@ def class_dict_source(klass: type, name: str) -> Source:
 def is_data_descriptor(attr: Any) -> bool:
     t = type(attr)
     return hasattr(t, "__get__") and (hasattr(t, "__set__") or hasattr(t, "__delete__"))
+
+
+def is_slot(klass: type, raw: Any) -> bool:
+    """Whether ``raw``, found on ``klass``, is a slot a Python class declared (``__slots__``):
+    the instance holds its value as it would an attribute of its ``__dict__``."""
+    return (
+        type(raw) is types.MemberDescriptorType
+        and "__slots__" in klass.__dict__
+        and raw.__objclass__ is klass
+    )
+
+
+def is_cached_property(raw: Any) -> bool:
+    """Whether ``raw`` is a ``functools.cached_property`` (of any copy of the module: a
+    test's ``import_fresh_module('functools')`` makes another class, with the same code)."""
+    kind = type(raw)
+    return kind is functools.cached_property or (
+        kind.__name__ == "cached_property"
+        and kind.__module__ == "functools"
+        and getattr(kind.__get__, "__code__", None) is not None
+        and kind.__get__.__code__.co_code == functools.cached_property.__get__.__code__.co_code
+    )
+
+
+def is_slot_name(cls: type, name: str) -> bool:
+    """Whether ``name`` is a slot of a Python class of ``cls``'s MRO."""
+    klass, raw = lookup_mro(cls, name)
+    return klass is not None and is_slot(klass, raw)
+
+
+def plain_instance_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have the ``__dict__`` a Python class gives them."""
+    klass, raw = lookup_mro(cls, "__dict__")
+    return (
+        bool(cls.__dictoffset__)
+        and klass is not None
+        and klass.__module__ != "builtins"
+        and type(raw) is types.GetSetDescriptorType
+    )
 
 
 def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -> Value | None:
@@ -80,6 +130,8 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
         # a class method of a builtin base (``object.__init_subclass__``, ``dict.fromkeys``):
         # bound to the class, a new bound method on each read, as in Python
         return BuiltinValue(raw.__get__(None, cls))
+    if receiver is None and is_cached_property(raw):
+        return tx.wrap(raw, source)  # (its __get__ gives itself for the class)
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
         if receiver is None and isinstance(

@@ -16,20 +16,28 @@ Invariants:
 from __future__ import annotations
 
 import collections.abc
-import functools
 import logging
 import types
 from typing import Any
 
 import torch
 
-from sapwood_graph import AttrSource, ItemSource, Source
+from sapwood_graph import AttrSource, Source
 
 from ..errors import TracedException, Unsupported
-from ..guards.sources import ContainsSource, HasAttrSource, WeakRefTargetSource
-from .attributes import class_attribute, class_dict_source, held, is_data_descriptor, lookup_mro
+from ..guards.sources import ContainsSource, HasAttrSource
+from .attributes import (
+    class_attribute,
+    class_dict_source,
+    held,
+    is_cached_property,
+    is_data_descriptor,
+    is_slot,
+    is_slot_name,
+    lookup_mro,
+    plain_instance_dict,
+)
 from .base import (
-    BoundBuiltinMethod,
     BuiltinValue,
     ConstantValue,
     Context,
@@ -40,22 +48,20 @@ from .base import (
     attribute_missing,
     truth_of_plain_object,
 )
-from .containers import DictValue, TupleValue
+from .cached_properties import cached_property_get
+from .containers import DictValue
 from .exceptions import CHAINING_FIELDS, exception_value, python_error
 from .functions import BoundMethodValue
+from .logging_calls import LOGGER_METHODS, LoggingCallValue
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
 __all__ = [
     "ClassValue",
-    "EnvironValue",
-    "LoggingCallValue",
     "NewObjectValue",
     "ObjectValue",
-    "PartialValue",
     "PyModuleValue",
     "SuperValue",
     "UserIteratorValue",
-    "WeakRefValue",
 ]
 
 
@@ -179,7 +185,7 @@ class ObjectValue(_UserProtocols):
         if pending is not None:
             return pending
         cls = type(self.obj)
-        if isinstance(self.obj, logging.Logger) and name in _LOGGER_METHODS:
+        if isinstance(self.obj, logging.Logger) and name in LOGGER_METHODS:
             return LoggingCallValue(getattr(self.obj, name))
         if cls.__getattribute__ is not object.__getattribute__:
             return self.real_getattr(tx, name)
@@ -198,6 +204,17 @@ class ObjectValue(_UserProtocols):
                 # an instance attribute of the same name would shadow the class's
                 assert self.source is not None
                 tx.guard_false(ContainsSource(AttrSource(self.source, "__dict__"), name))
+            if (
+                inst is not None
+                and is_cached_property(raw)
+                and cls.__setattr__ is object.__setattr__
+            ):
+                # computed now, and cached in the object's __dict__ after the graph (a plain
+                # attribute write lands there: the property has no __set__)
+                class_attribute(tx, cls, name, None)  # (guards where the class finds it)
+                value = cached_property_get(tx, raw, class_dict_source(klass, name), self, name)
+                tx.record_attr_write(self, name, value)
+                return value
             return _call_or_fail(class_attribute(tx, cls, name, self), name)
         if "__getattr__" in dir(cls):
             return self.custom_getattr(tx, name)
@@ -263,14 +280,43 @@ class NewObjectValue(_UserProtocols):
     def python_type(self) -> type:
         return self.cls
 
+    def _instance_dict(self, tx: Context) -> DictValue:
+        """``obj.__dict__``: made from the attributes on first use; from then on it holds
+        them (kept under ``"__dict__"`` in ``attrs``, next to the slots' values)."""
+        made = self.attrs.get("__dict__")
+        if isinstance(made, DictValue):
+            return made
+        if not plain_instance_dict(self.cls):
+            raise Unsupported(f"the __dict__ of {self.describe()}")
+        slots = {k: v for k, v in self.attrs.items() if is_slot_name(self.cls, k)}
+        pairs = [(ConstantValue(k), v) for k, v in self.attrs.items() if k not in slots]
+        made = DictValue.from_pairs(tx, pairs)
+        self.attrs = {"__dict__": made, **slots}
+        return made
+
     def getattr(self, tx: Context, name: str) -> Value:
+        if self.cls.__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{name!r} of {self.describe()}, whose class has __getattribute__")
         klass, raw = lookup_mro(self.cls, name)
         if klass is not None and is_data_descriptor(raw) and isinstance(raw, property):
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
-        if name in self.attrs:
+        if name == "__dict__":
+            return self._instance_dict(tx)
+        slot = klass is not None and is_slot(klass, raw)
+        held_dict = self.attrs.get("__dict__")
+        if isinstance(held_dict, DictValue) and not slot:
+            entry = held_dict.entries.get(ConstantValue(name).hash_key(tx))
+            if entry is not None:
+                return entry[1]
+        elif name in self.attrs:
             return self.attrs[name]
+        if slot:
+            raise attribute_missing(self.describe(), name)  # a slot not assigned yet
         if name == "__class__":
             return tx.wrap(self.cls, held(self.cls, self.cls.__qualname__))
+        if klass is not None and is_cached_property(raw):
+            class_attribute(tx, self.cls, name, None)  # (guards where the class finds it)
+            return cached_property_get(tx, raw, class_dict_source(klass, name), self)
         if klass is not None:
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
         _, hook = lookup_mro(self.cls, "__getattr__")
@@ -281,10 +327,36 @@ class NewObjectValue(_UserProtocols):
         raise attribute_missing(self.describe(), name)
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
+        if self.cls.__setattr__ is not object.__setattr__:
+            _, hook = lookup_mro(self.cls, "__setattr__")
+            if not isinstance(hook, types.FunctionType):
+                raise Unsupported(f"assigning {name!r} of {self.describe()} (its __setattr__)")
+            method = class_attribute(tx, self.cls, "__setattr__", self)  # inlined
+            assert method is not None
+            tx.call(method, [ConstantValue(name), value], {})
+            return
+        self.set_own(tx, name, value)
+
+    def set_own(self, tx: Context, name: str, value: Value) -> None:
+        """``object.__setattr__(self, name, value)``: the store itself."""
+        if name == "__dict__":
+            if value.python_type() is not dict or not isinstance(value, DictValue):
+                raise Unsupported(f"assigning {value.describe()} as a __dict__")
+            self._instance_dict(tx)
+            self.attrs["__dict__"] = value
+            return
         klass, raw = lookup_mro(self.cls, name)
-        if klass is not None and is_data_descriptor(raw):
+        slot = klass is not None and is_slot(klass, raw)
+        if klass is not None and is_data_descriptor(raw) and not slot:
             raise Unsupported(f"assigning {name!r} through a descriptor of {self.cls.__qualname__}")
-        self.attrs[name] = value
+        if not slot and not self.cls.__dictoffset__:
+            # neither a slot nor an instance dict to hold it: Python raises AttributeError
+            raise Unsupported(f"assigning {name!r} of {self.describe()}, which has no __dict__")
+        held_dict = self.attrs.get("__dict__")
+        if isinstance(held_dict, DictValue) and not slot:
+            held_dict.setitem(tx, ConstantValue(name), value)
+        else:
+            self.attrs[name] = value
 
     def delattr(self, tx: Context, name: str) -> None:
         klass, raw = lookup_mro(self.cls, name)
@@ -461,140 +533,4 @@ class SuperValue(Value):
             if isinstance(raw, (types.WrapperDescriptorType, types.MethodDescriptorType)):
                 return BoundMethodValue(BuiltinValue(raw), self.receiver)
             return tx.wrap(raw, source)
-        raise attribute_missing(self.describe(), name)
-
-
-class EnvironValue(Value):
-    """``os.environ``: variables are read lazily, each read (or absence) guarded."""
-
-    __slots__ = ("environ",)
-
-    def __init__(self, environ: Any, source: Source) -> None:
-        super().__init__(source)
-        self.environ = environ
-
-    def describe(self) -> str:
-        return "os.environ"
-
-    def python_type(self) -> type:
-        return type(self.environ)
-
-    def _read(self, tx: Context, key: Value) -> Value | None:
-        assert self.source is not None
-        name = key.as_constant()
-        if name in self.environ:
-            return tx.wrap(self.environ[name], ItemSource(self.source, name))
-        tx.guard_false(ContainsSource(self.source, name))
-        return None
-
-    def getitem(self, tx: Context, key: Value) -> Value:
-        found = self._read(tx, key)
-        if found is None:
-            raise TracedException(cls=KeyError, args=(key,))
-        return found
-
-    def contains(self, tx: Context, item: Value) -> bool:
-        return self._read(tx, item) is not None
-
-    def getattr(self, tx: Context, name: str) -> Value:
-        if name == "get":
-            return BoundBuiltinMethod(self, name)
-        raise Unsupported(f"os.environ.{name}")
-
-    def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
-        found = self._read(tx, args[0])
-        if found is not None:
-            return found
-        return args[1] if len(args) > 1 else ConstantValue(None)
-
-
-class WeakRefValue(Value):
-    """A weak reference from the inputs; calling it reads its target through the reference."""
-
-    __slots__ = ("ref",)
-
-    def __init__(self, ref: Any, source: Source) -> None:
-        super().__init__(source)
-        self.ref = ref
-
-    def describe(self) -> str:
-        return "a weak reference"
-
-    def python_type(self) -> type:
-        return type(self.ref)
-
-    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        if args or kwargs:
-            raise Unsupported("calling a weak reference with arguments (TypeError)")
-        assert self.source is not None
-        return tx.wrap(self.ref(), WeakRefTargetSource(self.source))
-
-
-_LOGGER_METHODS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "log"))
-_LOGGER_METHODS |= {"exception", "warning_once", "info_once"}
-
-
-class LoggingCallValue(Value):
-    """A logging method (``logger.warning``, ``logger.warning_once``, ...).
-
-    Logging is output, not data. Where graph breaks are allowed, a logging call breaks the
-    graph and runs eagerly on every call, like the rest of the output. The ``*_once``
-    methods, and every method under ``fullgraph=True``, run once, while tracing, with their
-    constant arguments, and are not repeated by later calls of the compiled code.
-    """
-
-    __slots__ = ("method",)
-
-    def __init__(self, method: Any) -> None:
-        super().__init__(None)
-        self.method = method
-
-    def describe(self) -> str:
-        return f"logging method {getattr(self.method, '__name__', '?')}"
-
-    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        name = getattr(self.method, "__name__", "")
-        if tx.breaks_allowed and not name.endswith("_once"):
-            # output on every call: a graph break runs it eagerly each time
-            raise Unsupported(f"the logging call {name}()")
-        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
-            raise Unsupported("a logging call with non-constant arguments")
-        self.method(
-            *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
-        )
-        return ConstantValue(None)
-
-
-class PartialValue(Value):
-    """``functools.partial(fn, *args, **kwargs)``."""
-
-    __slots__ = ("args", "fn", "kwargs")
-
-    def __init__(
-        self, fn: Value, args: list[Value], kwargs: dict[str, Value], source: Source | None = None
-    ) -> None:
-        super().__init__(source)
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-
-    def describe(self) -> str:
-        return f"partial({self.fn.describe()})"
-
-    def python_type(self) -> type:
-        return functools.partial
-
-    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        return tx.call(self.fn, [*self.args, *args], {**self.kwargs, **kwargs})
-
-    def getattr(self, tx: Context, name: str) -> Value:
-        if name == "func":
-            return self.fn
-        if name == "args":
-            return TupleValue(list(self.args))
-        if name == "keywords":
-            return DictValue.from_pairs(tx, [(ConstantValue(k), v) for k, v in self.kwargs.items()])
-        if self.source is not None or name == "__dict__" or hasattr(functools.partial, name):
-            # its own attributes (``__dict__``, set by the program) and partial's methods
-            raise Unsupported(f"the attribute {name!r} of {self.describe()}")
         raise attribute_missing(self.describe(), name)
