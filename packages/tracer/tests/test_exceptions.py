@@ -269,3 +269,31 @@ def test_a_user_iterator_ends_with_its_stop_iteration(backend, same):
         return [x * k for k in Countdown(3)], sum(Countdown(4))
 
     _one_graph(fn, X, backend=backend, same=same)
+
+
+# (made from source: pytest rewrites the assert statements of test modules)
+_ASSERTING = """
+def _asserting(x, v):
+    try:
+        assert v, "msg"
+    except AssertionError as exc:
+        return x + 1, exc.args, type(exc).__name__
+    try:
+        assert v > 5
+    except AssertionError as exc:
+        return x + 2, exc.args, None
+    return x, None, None
+"""
+_namespace: dict = {}
+exec(compile(_ASSERTING, "<asserting>", "exec"), _namespace)
+_asserting = _namespace["_asserting"]
+
+
+@pytest.mark.parametrize("v", [0, 3, 9])
+def test_a_failing_assert_statement_raises_assertionerror_in_the_graph(v):
+    x = torch.ones(1)
+    got = sapwood_tracer.compile(_asserting, backend=lambda gm, ex: gm.forward)(x, v)
+    want = _asserting(x, v)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
+    report = sapwood_tracer.explain(_asserting)(x, v)
+    assert not report.breaks, str(report)

@@ -326,7 +326,7 @@ def import_from(frame: SymbolicFrame, inst: Instruction) -> None:
 
 @opcode("LOAD_ASSERTION_ERROR")
 def load_assertion_error(frame: SymbolicFrame, inst: Instruction) -> None:
-    frame.push(ConstantValue(AssertionError))
+    frame.push(frame.tx.wrap_trusted(AssertionError))  # (the builtin class, as LOAD_GLOBAL gives)
 
 
 @opcode("LOAD_BUILD_CLASS")
