@@ -391,3 +391,43 @@ def test_bool_and_power_arithmetic_with_a_symbolic_loop_item_is_exact():
     report = sapwood_tracer.explain(_powers_of_loop_items)(x)
     assert not report.eager_functions, str(report)
     assert all("internal error" not in b.reason for b in report.breaks), str(report)
+
+
+# ----------------------------------------------------------------- hash() of user objects
+_hash_calls: list[int] = []
+
+
+class _Hashed:
+    def __init__(self, value):
+        self.value = value
+
+    def __hash__(self):
+        _hash_calls.append(self.value)
+        return self.value
+
+
+class _Unhashable:
+    __hash__ = None
+
+
+def _hashes(x, v):
+    out = [hash(_Hashed(v)), hash(_Hashed(-1)), hash(_Hashed(2**70))]
+    try:
+        hash(_Unhashable())
+    except TypeError as exc:
+        out.append(str(exc))
+    return x + 1, out
+
+
+@pytest.mark.parametrize("v", [3, 2**65, -1])
+def test_hash_runs_the_classs_own_hash_method_and_reduces_as_python(v):
+    x = torch.ones(1)
+    _hash_calls.clear()
+    got = _compiled_eager(_hashes)(x, v)
+    compiled_calls = list(_hash_calls)
+    _hash_calls.clear()
+    want = _hashes(x, v)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    assert compiled_calls == _hash_calls
+    report = sapwood_tracer.explain(_hashes)(x, v)
+    assert not report.breaks, str(report)

@@ -1,0 +1,45 @@
+"""``hash()`` of objects whose class defines ``__hash__`` in Python: the method is inlined
+and its result turned into a hash as ``type.__hash__``'s slot does (an int that does not fit
+a machine word is hashed as an int; -1 becomes -2). Constants fold; identity hashes (objects
+that keep ``object.__hash__``) are unknown while tracing and stay a graph break."""
+
+from __future__ import annotations
+
+import builtins
+import types
+
+from ..errors import Unsupported
+from ..values.attributes import class_attribute, lookup_mro
+from ..values.base import ConstantValue, Context, Value
+from ..values.exceptions import python_error
+from ..values.objects import NewObjectValue, ObjectValue
+from ..values.symbolic import specialised
+from .builtins import _fold_call, handles
+
+__all__: list[str] = []
+
+_WORD = 2**63
+
+
+@handles(builtins.hash)
+def _hash(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if kwargs or len(args) != 1:
+        raise Unsupported("hash() with other than one argument (TypeError)")
+    value = specialised(args[0])
+    if value.is_constant():
+        return _fold_call(tx, builtins.hash, [value], {})
+    if isinstance(value, (ObjectValue, NewObjectValue)):
+        cls = value.python_type()
+        _, raw = lookup_mro(cls, "__hash__")
+        if raw is None:
+            raise python_error(TypeError, f"unhashable type: '{cls.__name__}'")
+        if isinstance(raw, types.FunctionType):
+            method = class_attribute(tx, cls, "__hash__", value)
+            assert method is not None
+            result = specialised(tx.call(method, [], {}))
+            if not result.is_constant() or not isinstance(result.as_constant(), int):
+                raise Unsupported(f"__hash__ of {value.describe()} returning {result.describe()}")
+            number = result.as_constant()
+            h = number if -_WORD <= number < _WORD else builtins.hash(number)
+            return ConstantValue(-2 if h == -1 else int(h))
+    raise Unsupported(f"builtins.hash on {value.describe()}")
