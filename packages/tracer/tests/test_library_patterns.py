@@ -431,3 +431,22 @@ def test_hash_runs_the_classs_own_hash_method_and_reduces_as_python(v):
     assert compiled_calls == _hash_calls
     report = sapwood_tracer.explain(_hashes)(x, v)
     assert not report.breaks, str(report)
+
+
+def _text_of_loop_items(x):
+    out = []
+    for i in range(0, 30, 7):
+        v = i / 1000.0
+        _same(float(format(v, ".1f")), round(v, 1))  # (the break makes i symbolic)
+        out.append((format(v, ".2f"), repr(i), str(i), f"{i:03d}"))
+    return x + 1, out
+
+
+def test_the_text_of_a_symbolic_loop_item_is_its_value():
+    x = torch.ones(1)
+    got = _compiled_eager(_text_of_loop_items)(x)
+    want = _text_of_loop_items(x)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    report = sapwood_tracer.explain(_text_of_loop_items)(x)
+    assert not report.eager_functions, str(report)
+    assert all("symbolic" not in b.reason for b in report.breaks), str(report)

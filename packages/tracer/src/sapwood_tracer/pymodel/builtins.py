@@ -499,12 +499,12 @@ for _kind in (int, float, bool, str):
 def _text(tx: Context, args: list[Value], kwargs: dict[str, Value], fn: Any = None) -> Value:
     if len(args) == 1 and isinstance(args[0], ExceptionValue) and fn is repr:
         return text_of_exception(args[0], repr)
+    args = [specialised(a) for a in args]  # (the text of a symbolic number: its value)
     return text_call(tx, fn, args, kwargs, _fold_call)
 
 
-# (one model, told which builtin it stands for)
 _HANDLERS[builtins.repr] = functools.partial(_text, fn=repr)
-_HANDLERS[builtins.format] = functools.partial(_text, fn=format)
+_HANDLERS[builtins.format] = functools.partial(_text, fn=format)  # (one model for both)
 
 
 # ----------------------------------------------------------------- containers and iteration
