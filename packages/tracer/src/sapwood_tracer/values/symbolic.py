@@ -39,6 +39,7 @@ __all__ = [
     "number_from_fake",
     "size_binary",
     "specialised",
+    "specialised_int",
     "symbolic_binary",
     "symbolic_extreme",
     "symbolic_unary",
@@ -240,6 +241,14 @@ def symbolic_unary(tx: Context, fn: Any, a: SymNumberValue) -> Value:
 def specialised(value: Value) -> Value:
     """A symbolic number as the constant it is in this call (guarded); anything else as is."""
     if isinstance(value, (SymNumberValue, SizeValue)):
+        return ConstantValue(value.as_constant())
+    return value
+
+
+def specialised_int(value: Value) -> Value:
+    """A symbolic int as the constant it is in this call (guarded); anything else, a symbolic
+    float too (its guard would compare floats the guards cannot express), as is."""
+    if isinstance(value, SymNumberValue) and value.python_type() is int:
         return ConstantValue(value.as_constant())
     return value
 

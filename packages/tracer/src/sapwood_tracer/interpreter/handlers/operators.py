@@ -19,6 +19,7 @@ from ...pymodel.text import inlines_text, member_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
 from ...values.identity import compare_ids, same_object
+from ...values.symbolic import specialised_int
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -188,6 +189,7 @@ def format_value(frame: SymbolicFrame, inst: Instruction) -> None:
 
 def format_constant(frame: SymbolicFrame, value: Value, conversion: Any, spec: str | None) -> Value:
     """``format(conversion(value), spec)`` of a constant; ``spec`` None: convert only."""
+    value = specialised_int(value)  # (the text of a symbolic int: its value, guarded)
     if not value.is_constant():
         raise Unsupported(f"formatting {value.describe()} into a string")
     if inlines_text(value):
