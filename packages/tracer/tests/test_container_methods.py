@@ -742,3 +742,25 @@ def test_popitem_of_an_input_dict_breaks():
         return x + 1, d.popitem()
 
     _breaks(fn, torch.ones(1), {"a": 1})
+
+
+def _dict_ior_pairs(x, d):
+    c = {0: 0}
+    c |= [(1, 1), (2, 2)]
+    d |= [("k", 5)]
+    o = collections.OrderedDict(a=1)
+    o |= [("b", 2)]
+    return x + 1, c, o
+
+
+def test_dict_in_place_or_takes_what_update_takes():
+    import sapwood_tracer
+
+    d1, d2 = {"z": 0}, {"z": 0}
+    x = torch.ones(1)
+    got = sapwood_tracer.compile(_dict_ior_pairs, backend=lambda gm, ex: gm.forward)(x, d1)
+    want = _dict_ior_pairs(x, d2)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:] and d1 == d2
+    assert list(got[2].items()) == list(want[2].items())
+    report = sapwood_tracer.explain(_dict_ior_pairs)(x, {"z": 0})
+    assert not report.breaks, str(report)

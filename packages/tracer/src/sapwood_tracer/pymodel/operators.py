@@ -8,6 +8,7 @@ folded; user objects get their dunder methods inlined (with the reflected fallba
 
 from __future__ import annotations
 
+import collections
 import operator
 import types
 from typing import Any
@@ -162,6 +163,10 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
             a.check_mutable(tx)
             a.update_from(tx, b)
             return a
+        if isinstance(a, DictValue) and fn is operator.ior and a.cls.__ior__ in _DICT_IORS:
+            # ``d |= pairs``: dict's in-place or takes what update() takes
+            a.call_method(tx, "update", [b], {})
+            return a
         if (
             isinstance(a, SetValue)
             and isinstance(b, SetValue)
@@ -196,6 +201,8 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)
+#: in-place ``|`` of dict and OrderedDict: update() with the other operand
+_DICT_IORS = (dict.__ior__, collections.OrderedDict.__ior__)
 
 
 def _set_inplace(tx: Context, fn: Any, a: SetValue, b: SetValue) -> SetValue:
