@@ -185,8 +185,15 @@ class UserFunctionValue(FunctionValue):
         return super().getattr(tx, name)
 
 
-#: what a function's own fields accept when assigned (a str, any value, a dict)
-_ASSIGNABLE_FIELDS = {"__name__": str, "__qualname__": str, "__doc__": object, "__module__": object}
+#: what a function's own fields accept when assigned (a str, any value, a tuple)
+_ASSIGNABLE_FIELDS: dict[str, type] = {
+    "__name__": str,
+    "__qualname__": str,
+    "__doc__": object,
+    "__module__": object,
+}
+if hasattr(types.FunctionType, "__type_params__"):  # (3.12+; functools.wraps copies it)
+    _ASSIGNABLE_FIELDS["__type_params__"] = tuple
 
 
 def _docstring(code: types.CodeType) -> Any:
@@ -248,6 +255,8 @@ class NestedFunctionValue(FunctionValue):
             return self.fields[name]
         if name == "__doc__":
             return ConstantValue(_docstring(self.code))
+        if name == "__type_params__" and name in _ASSIGNABLE_FIELDS:
+            return ConstantValue(())  # (a function not made by a generic def: no parameters)
         if name == "__module__":
             module = self.f_globals.get("__name__")
             if not is_constant_type(module):
@@ -272,6 +281,8 @@ class NestedFunctionValue(FunctionValue):
         if kind is not None:
             if kind is str and not (value.is_constant() and type(value.as_constant()) is str):
                 raise Unsupported(f"setting {name!r} of {self.describe()} to a non-string")
+            if kind is tuple and value.python_type() is not tuple:
+                raise Unsupported(f"setting {name!r} of {self.describe()} to a non-tuple")
             self.fields[name] = value
         elif name == "__annotations__" and value.python_type() is dict:
             self.fields[name] = value

@@ -18,7 +18,7 @@ from .iterators import IteratorValue
 if TYPE_CHECKING:
     from ..context import FrameState
 
-__all__ = ["GeneratorValue"]
+__all__ = ["GeneratorValue", "stop_iteration_error"]
 
 
 class GeneratorValue(IteratorValue):
@@ -65,6 +65,17 @@ class GeneratorValue(IteratorValue):
             self.done = True
             return None
         return value
+
+
+def stop_iteration_error(value: Value) -> Value:
+    """3.12's ``CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR`` in a generator's handler: a
+    StopIteration becomes ``RuntimeError("generator raised StopIteration")`` whose cause and
+    context are it; any other exception is left as it is."""
+    if not (isinstance(value, ExceptionValue) and issubclass(value.cls, StopIteration)):
+        return value
+    error = ExceptionValue(RuntimeError, [ConstantValue("generator raised StopIteration")])
+    error.attrs.update(__cause__=value, __context__=value, __suppress_context__=ConstantValue(True))
+    return error
 
 
 def _stop_iteration_error(raised: TracedException) -> TracedException:

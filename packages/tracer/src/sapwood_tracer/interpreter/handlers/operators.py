@@ -18,6 +18,7 @@ from ...pymodel import operators as ops
 from ...pymodel.text import inlines_text, member_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
+from ...values.generators import stop_iteration_error
 from ...values.identity import compare_ids, same_object
 from ...values.symbolic import specialised_int
 from ..frame import SymbolicFrame
@@ -58,6 +59,7 @@ def unary_not(frame: SymbolicFrame, inst: Instruction) -> None:
 
 
 # CALL_INTRINSIC_1 operands (Include/internal/pycore_intrinsics.h, 3.12)
+_INTRINSIC_STOPITERATION_ERROR = 3
 _INTRINSIC_UNARY_POSITIVE = 5
 _INTRINSIC_LIST_TO_TUPLE = 6
 
@@ -70,6 +72,8 @@ def call_intrinsic_1(frame: SymbolicFrame, inst: Instruction) -> None:
     elif inst.arg == _INTRINSIC_LIST_TO_TUPLE:
         assert isinstance(value, ListValue)
         frame.push(TupleValue(list(value.items)))
+    elif inst.arg == _INTRINSIC_STOPITERATION_ERROR and frame.code.co_flags & 0x20:
+        frame.push(stop_iteration_error(value))  # (a plain generator's: PEP 479)
     else:
         raise Unsupported(
             f"CALL_INTRINSIC_1 {inst.argrepr if hasattr(inst, 'argrepr') else inst.arg}"
