@@ -65,6 +65,9 @@ def list_append(frame: SymbolicFrame, inst: Instruction) -> None:
     value = frame.pop()
     target = _container_below(frame, inst)
     assert isinstance(target, ListValue)
+    # (3.12 inlines comprehensions: after a graph break inside one, the list being built
+    # comes in from the entry, and its appends are written back like any input list's)
+    target.check_mutable(frame.tx)
     target.items.append(value)
 
 
@@ -90,7 +93,9 @@ def list_extend(frame: SymbolicFrame, inst: Instruction) -> None:
     value = frame.pop()
     target = _container_below(frame, inst)
     assert isinstance(target, ListValue)
-    target.items.extend(frame.tx.unpack(value))
+    items = frame.tx.unpack(value)
+    target.check_mutable(frame.tx)
+    target.items.extend(items)
 
 
 @opcode("SET_UPDATE")
@@ -98,7 +103,10 @@ def set_update(frame: SymbolicFrame, inst: Instruction) -> None:
     value = frame.pop()
     target = _container_below(frame, inst)
     assert isinstance(target, SetValue)
-    target.add_all(frame.tx, value)
+    if target.source is not None:  # (from the entry, after a break: replayed on the set)
+        target.call_method(frame.tx, "update", [value], {})
+    else:
+        target.add_all(frame.tx, value)
 
 
 @opcode("DICT_UPDATE", "DICT_MERGE")
@@ -106,6 +114,7 @@ def dict_update(frame: SymbolicFrame, inst: Instruction) -> None:
     value = frame.pop()
     target = _container_below(frame, inst)
     assert isinstance(target, DictValue)
+    target.check_mutable(frame.tx)
     if inst.opname == "DICT_MERGE":
         other = frame.tx.as_mapping(value)
         for k in other.entries:
