@@ -237,3 +237,21 @@ def test_a_set_iterator_hints_its_length_as_pythons():
     assert _compiled(_length_hints)({4, 5, 6}) == _length_hints({4, 5, 6}) == (3, 2, 0)
     report = sapwood_tracer.explain(_length_hints)({4, 5, 6})
     assert not report.breaks, str(report)
+
+
+def _set_with_history(x, start, removed, added):
+    s = set(start)
+    for k in removed:
+        s.discard(k)
+    s |= set(added)
+    return x + 1, s
+
+
+@given(key_lists, key_lists, key_lists)
+@settings(max_examples=30, deadline=None)
+def test_a_set_made_in_the_trace_comes_back_in_its_eager_order(start, removed, added):
+    sapwood_tracer.reset()
+    x = torch.zeros(1)
+    got = _compiled(_set_with_history)(x, start, removed, added)
+    want = _set_with_history(x, start, removed, added)
+    assert got[1] == want[1] and list(got[1]) == list(want[1])

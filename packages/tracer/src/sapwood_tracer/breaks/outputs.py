@@ -517,11 +517,20 @@ def _emit_value(
         ]
         expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
     elif isinstance(value, SetValue):
-        # members in the traced set's iteration order (the real set's own order follows)
+        # members in the traced set's iteration order; a set of constants built so iterates
+        # as the traced one only where its table comes out the same (a set's order depends
+        # on its history): checked here on the keys, else the set is not rebuilt
         value.check_order()
         members = [value.members[k] for k in value.order]
-        parts = [_emit(em, v, collector, built, indent) for v in members]
         kind = frozenset if value.frozen else set
+        rebuilt = (
+            kind([v.as_constant() for v in members])
+            if all(v.is_constant() for v in members)
+            else None
+        )
+        if rebuilt is not None and list(rebuilt) != list(value.order):
+            raise Unsupported(f"rebuilding {value.describe()} in its iteration order")
+        parts = [_emit(em, v, collector, built, indent) for v in members]
         expr = f"{em.const(kind)}([{', '.join(parts)}])"
     elif isinstance(value, OrderedDataclassValue):
         pairs = [
