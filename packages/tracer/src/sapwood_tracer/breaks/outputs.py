@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import collections
 import types
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,7 @@ from ..values.containers import (
     NamedTupleValue,
     SliceValue,
     TupleValue,
+    filled_dict,
 )
 from ..values.contexts import ContextClassValue
 from ..values.exceptions import ExceptionValue, make_exception
@@ -443,7 +445,10 @@ def _emit(
             f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
             for k, v in value.entries.values()
         ]
-        expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
+        if value.cls in (dict, collections.OrderedDict):
+            expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
+        else:  # a subclass's own __init__ would read the pairs otherwise
+            expr = f"{em.const(filled_dict)}({em.const(value.cls)}, [{', '.join(pairs)}])"
     elif isinstance(value, SetValue):
         # members in the traced set's iteration order (the real set's own order follows)
         members = [value.members[k] for k in value.order]

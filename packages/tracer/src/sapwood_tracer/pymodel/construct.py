@@ -31,6 +31,7 @@ from ..values.exceptions import (
 from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
+from .dict_subclasses import construct_dict_subclass, python_dict_subclass
 
 __all__ = ["construct"]
 
@@ -171,6 +172,8 @@ def construct(
         assert isinstance(made, DictValue)
         made.cls = cls
         return made
+    if python_dict_subclass(cls):
+        return construct_dict_subclass(tx, cls, args, kwargs)
     if cls.__new__ is not object.__new__:
         raise Unsupported(f"constructing {cls.__qualname__}, which defines __new__")
     if any(base.__module__ == "builtins" and base is not object for base in cls.__mro__):

@@ -22,6 +22,7 @@ from ..values.identity import same_object
 from ..values.objects import PartialValue
 from . import operators as ops
 from .builtins import _HANDLERS, _OPERATORS, Handler, handles
+from .dict_subclasses import delete_item
 from .iteration import _iterators
 
 __all__: list[str] = []
@@ -275,7 +276,7 @@ _OPERATORS[operator.inv] = _unary_fn(operator.invert)
 
 
 def _delitem(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    args[0].delitem(tx, args[1])
+    delete_item(tx, args[0], args[1])
     return ConstantValue(None)
 
 
