@@ -453,7 +453,7 @@ def _emit(
         # members in the traced set's iteration order (the real set's own order follows)
         members = [value.members[k] for k in value.order]
         parts = [_emit(em, v, collector, built, indent) for v in members]
-        kind = frozenset if value.frozen else set
+        kind = value.python_type()  # a subclass that defines nothing is built as its base
         expr = f"{em.const(kind)}([{', '.join(parts)}])"
     elif isinstance(value, OrderedDataclassValue):
         pairs = [

@@ -71,6 +71,7 @@ from ..values.objects import (
     PyModuleValue,
     WeakRefValue,
 )
+from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
 from ..values.tensors import TorchFunctionValue
 from .graph_bridge import GraphBridge
@@ -191,6 +192,13 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         # the trace followed this one's (a builtin function is equal only to itself)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
         return SetValue({v: _set_member(v) for v in obj}, cls is frozenset, source, order=obj)
+    if plain_set_subclass(cls):
+        members = tuple(obj)
+        if not all(is_constant_type(v) for v in members):
+            raise Unsupported(f"a {cls.__qualname__} input of non-constant members")
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
+        return SetSubclassValue(cls, {v: ConstantValue(v) for v in members}, obj, source)
     if isinstance(obj, os._Environ):
         _type_match(tx, source, obj)
         return EnvironValue(obj, source)

@@ -46,7 +46,7 @@ from ..values.tensors import TensorValue
 from . import operators as ops
 from .caller_frames import reads_callers_frame
 
-__all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
+__all__ = ["call_builtin", "is_modelled_builtin", "make_super", "new_set"]
 
 Handler = Callable[["Context", list[Value], dict[str, Value]], Value]
 _HANDLERS: dict[Any, Handler] = {}
@@ -525,17 +525,25 @@ def _list(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.set, builtins.frozenset)
 def _set(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return _new_set(tx, args, frozen=False)
+    return new_set(tx, args, kwargs, frozen=False)
 
 
 def _frozenset(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return _new_set(tx, args, frozen=True)
+    return new_set(tx, args, kwargs, frozen=True)
 
 
-def _new_set(tx: Context, args: list[Value], *, frozen: bool) -> Value:
+def new_set(
+    tx: Context, args: list[Value], kwargs: dict, *, frozen: bool, kind: type | None = None
+) -> SetValue:
     """``set(x)``/``frozenset(x)``; the key mirror is built by the same real construction
-    (from a set, a constant, a dict or another iterable), so it iterates in Python's order."""
-    kind = frozenset if frozen else set
+    (from a set, a constant, a dict or another iterable), so it iterates in Python's order.
+    With ``kind``, a subclass of set or frozenset that defines nothing makes the mirror."""
+    name = "frozenset" if frozen else "set"
+    if kwargs:
+        raise python_error(TypeError, f"{name}() takes no keyword arguments")
+    if len(args) > 1:
+        raise python_error(TypeError, f"{name} expected at most 1 argument, got {len(args)}")
+    kind = kind or (frozenset if frozen else set)
     if not args:
         return SetValue({}, frozen, order=kind())
     arg = args[0]

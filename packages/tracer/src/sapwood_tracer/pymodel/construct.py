@@ -3,6 +3,8 @@
 * Immutable torch/Python value classes (``torch.Size``, ``torch.device``, ``torch.finfo``,
   ``slice``, ...) called on constants are folded.
 * Named tuples are built from their fields (no user code runs).
+* Subclasses of dict written in Python (:mod:`.dict_subclasses`) and of set or frozenset that
+  define nothing (:mod:`sapwood_tracer.values.set_subclasses`) are built as their base.
 * Instances of plain user classes and dataclasses become :class:`NewObjectValue`; their
   ``__init__`` (and a dataclass's generated ``__init__`` and ``__post_init__``) is inlined.
 * Classes with a custom ``__new__`` or metaclass, modules, exceptions, and anything else are
@@ -31,6 +33,8 @@ from ..values.exceptions import (
 from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
+from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
+from .builtins import new_set
 from .dict_subclasses import construct_dict_subclass, python_dict_subclass
 
 __all__ = ["construct"]
@@ -172,6 +176,12 @@ def construct(
         assert isinstance(made, DictValue)
         made.cls = cls
         return made
+    if plain_set_subclass(cls):
+        # nothing of set's is overridden: set's own construction, of this class
+        if len(args) > 1 or kwargs:
+            raise Unsupported(f"{cls.__qualname__}() with these arguments (TypeError)")
+        made = new_set(tx, args, {}, frozen=issubclass(cls, frozenset), kind=cls)
+        return SetSubclassValue(cls, made.members, made.order)
     if python_dict_subclass(cls):
         return construct_dict_subclass(tx, cls, args, kwargs)
     if cls.__new__ is not object.__new__:
@@ -201,6 +211,7 @@ _INERT_NAMES = frozenset(
         "__weakref__",
         "__firstlineno__",
         "__static_attributes__",
+        "__slotnames__",  # copyreg's cache of the slot names, once pickled or copied
     }
 )
 
