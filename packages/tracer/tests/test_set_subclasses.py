@@ -1,7 +1,9 @@
 """Subclasses of set and frozenset that define nothing: built in the trace and taken as
 inputs, they behave as their base but for their type; Python's set code gives results of the
 base type (``s | t``, ``s.union(t)``, ``s.copy()``), and only an exact frozenset is its own
-copy. Compared with eager (values sorted: a set's order is not what these tests are about)."""
+copy. Also: a set operator with an operand of a builtin type that has no set operators (a
+generator, a list) raises Python's TypeError. Compared with eager (values sorted: a set's
+order is not what these tests are about)."""
 
 from __future__ import annotations
 
@@ -141,3 +143,28 @@ def test_init_of_a_frozenset_subclass_ignores_its_arguments():
         return f.__init__("xyz"), f
 
     _same(fn, _inputs)
+
+
+@pytest.mark.parametrize("make_other", [lambda: (i for i in range(3)), lambda: [1, 2], lambda: "ab"])
+def test_set_operators_with_an_operand_that_is_not_a_set_raise_type_error(make_other: Any):
+    def fn(other):
+        s, errors = {1, 2, 3}, []
+        for op in (
+            lambda: s | other,
+            lambda: other & s,
+            lambda: s - other,
+            lambda: other ^ s,
+        ):
+            try:
+                op()
+            except TypeError as exc:
+                errors.append(str(exc))
+        try:
+            s |= other
+        except TypeError as exc:
+            errors.append(str(exc))
+        return errors, s
+
+    expected = fn(make_other())
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(make_other())
+    assert got == expected
