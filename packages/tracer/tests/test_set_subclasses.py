@@ -145,7 +145,9 @@ def test_init_of_a_frozenset_subclass_ignores_its_arguments():
     _same(fn, _inputs)
 
 
-@pytest.mark.parametrize("make_other", [lambda: (i for i in range(3)), lambda: [1, 2], lambda: "ab"])
+@pytest.mark.parametrize(
+    "make_other", [lambda: (i for i in range(3)), lambda: [1, 2], lambda: "ab"]
+)
 def test_set_operators_with_an_operand_that_is_not_a_set_raise_type_error(make_other: Any):
     def fn(other):
         s, errors = {1, 2, 3}, []
