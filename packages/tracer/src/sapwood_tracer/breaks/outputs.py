@@ -55,6 +55,7 @@ from ..values.containers import (
     filled_dict,
 )
 from ..values.contexts import ContextClassValue
+from ..values.deques import DequeValue
 from ..values.exceptions import ExceptionValue, make_exception
 from ..values.functions import (
     BoundMethodValue,
@@ -135,6 +136,9 @@ class OutputCollector:
                 self.collect(item, seen)
         elif isinstance(value, SetValue):
             for item in value.members.values():
+                self.collect(item, seen)
+        elif isinstance(value, DequeValue):
+            for item in value.items:
                 self.collect(item, seen)
         elif isinstance(value, NewObjectValue):
             for item in value.attrs.values():
@@ -455,6 +459,9 @@ def _emit(
         parts = [_emit(em, v, collector, built, indent) for v in members]
         kind = value.python_type()  # a subclass that defines nothing is built as its base
         expr = f"{em.const(kind)}([{', '.join(parts)}])"
+    elif isinstance(value, DequeValue):
+        parts = [_emit(em, v, collector, built, indent) for v in value.items]
+        expr = f"{em.const(collections.deque)}([{', '.join(parts)}], {value.maxlen!r})"
     elif isinstance(value, OrderedDataclassValue):
         pairs = [
             f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"

@@ -2,7 +2,8 @@
 
 * Immutable torch/Python value classes (``torch.Size``, ``torch.device``, ``torch.finfo``,
   ``slice``, ...) called on constants are folded.
-* Named tuples are built from their fields (no user code runs).
+* Named tuples are built from their fields (no user code runs); ``collections.deque`` as a
+  :class:`~sapwood_tracer.values.deques.DequeValue`.
 * Subclasses of dict written in Python (:mod:`.dict_subclasses`) and of set or frozenset that
   define nothing (:mod:`sapwood_tracer.values.set_subclasses`) are built as their base.
 * Instances of plain user classes and dataclasses become :class:`NewObjectValue`; their
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import collections
 import types
 import weakref
 from typing import Any
@@ -24,6 +26,7 @@ from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute
 from ..values.base import BuiltinValue, ConstantValue, Context, Value, is_constant_type
 from ..values.containers import DictValue, NamedTupleValue
+from ..values.deques import make_deque
 from ..values.exceptions import (
     ExceptionValue,
     has_builtin_init,
@@ -135,6 +138,8 @@ def construct(
     cls = cls_value.cls
     if isinstance(cls, type) and issubclass(cls, _WEAK_REFERENCES):
         raise weakly_referenced(cls.__qualname__)
+    if cls is collections.deque:
+        return make_deque(tx, args, kwargs)
     if cls in _FOLDED_CLASSES:
         if cls is torch.Size and args:
             items = tx.unpack(args[0])
