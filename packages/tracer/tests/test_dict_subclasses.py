@@ -158,6 +158,22 @@ def test_user_dict_subclass_delitem_is_inlined():
     _same(fn)
 
 
+class _OwnContains(dict):
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def test_an_input_whose_class_overrides_in_and_truth_is_not_taken_as_a_dict():
+    def fn(d):
+        return "zz" in d, bool(d)
+
+    expected = fn(_OwnContains(a=1))
+    assert sapwood_tracer.compile(fn, backend=_eager)(_OwnContains(a=1)) == expected
+
+
 class _OwnGetitem(dict):
     def __getitem__(self, key: str) -> int:
         return 7
@@ -190,3 +206,24 @@ def test_counter_constructed_with_too_many_arguments_raises_type_error():
         return None
 
     _same(fn, whole=False)  # a bad call's TypeError is a graph break
+
+
+_REPRS: list[str] = []
+
+
+class _LoggedRepr(dict):
+    def __repr__(self) -> str:
+        _REPRS.append("repr")
+        return "logged"
+
+
+def test_repr_of_a_subclass_with_its_own_repr_runs_on_every_call():
+    def fn():
+        return repr(_LoggedRepr(a=1))
+
+    with pytest.raises(sapwood_tracer.Unsupported):
+        sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)()
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    _REPRS.clear()
+    assert [compiled(), compiled()] == ["logged", "logged"]
+    assert _REPRS == ["repr", "repr"]

@@ -323,12 +323,12 @@ def _per_access_method(tx: WrappingSession, obj: Any, source: Source) -> Value:
 
 
 def _plain_dict_subclass(cls: type) -> bool:
-    """A dict subclass that keeps dict's storage (its Python methods are inlined)."""
-    if not issubclass(cls, dict) or "__getattribute__" in vars(cls):
+    """A dict subclass that keeps dict's storage (its Python methods are inlined) and dict's
+    ``in``, ``reversed`` and truth (applied to the storage without looking at the class)."""
+    if not issubclass(cls, dict) or "__getattribute__" in vars(cls) or hasattr(cls, "__bool__"):
         return False
-    return all(
-        getattr(cls, m) is getattr(dict, m) for m in ("__getitem__", "__iter__", "__len__", "keys")
-    )
+    kept = ("__getitem__", "__iter__", "__len__", "keys", "__contains__", "__reversed__")
+    return all(getattr(cls, m) is getattr(dict, m) for m in kept)
 
 
 def _has_dict_or_slots(obj: Any) -> bool:

@@ -12,6 +12,8 @@ storage directly. So a class is built in the trace only when:
   graph);
 * none overrides a special method the model applies without looking at the class: item
   reads and writes, ``in``, ``len``, iteration, truth, attribute access, ``__del__``.
+  (A class whose ``__repr__`` is its own, outside ``collections``, never counts as a
+  constant: ``repr()`` would run it once, while tracing.)
   ``__delitem__`` is looked up by ``del x[k]`` (:func:`delete_item`) and ``__missing__`` by a
   missing key, so those may be overridden.
 
@@ -73,6 +75,7 @@ def python_dict_subclass(cls: type) -> bool:
             return False
         if klass.__dict__.get("__hash__", None) is not None:
             return False  # hashing a dict subclass: not modelled
+
     return False
 
 

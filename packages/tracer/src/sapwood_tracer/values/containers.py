@@ -318,14 +318,17 @@ _LIST_METHODS = frozenset(
 
 
 def _rebuildable_subclass(cls: type, obj: Any) -> bool:
-    """Whether a dict subclass's instance is its class and its items alone: every class
-    between it and ``dict`` is written in Python (no C fields such as ``defaultdict``'s
-    factory) and the instance has no attributes of its own."""
-    heap = all(k.__flags__ & _HEAPTYPE for k in cls.__mro__[: cls.__mro__.index(dict)])
-    return heap and not getattr(obj, "__dict__", None)
+    """Whether a dict subclass's instance is its class and its items alone: classes written
+    in Python up to ``dict`` (no C fields: ``defaultdict``'s factory), no instance attributes,
+    its text made by dict's or ``collections``' code (a constant's ``repr()`` runs once)."""
+    below = cls.__mro__[: cls.__mro__.index(dict)]
+    heap = all(k.__flags__ & _HEAPTYPE for k in below)
+    text = all(k.__module__ == "collections" or not _TEXT & k.__dict__.keys() for k in below)
+    return heap and text and not getattr(obj, "__dict__", None)
 
 
 _HEAPTYPE = 1 << 9
+_TEXT = frozenset({"__repr__", "__str__", "__format__"})
 
 
 class DictValue(Value):
