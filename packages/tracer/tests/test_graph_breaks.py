@@ -888,3 +888,24 @@ def test_reversed_iterators_keep_their_type_and_read_their_list_live_across_a_br
 
     got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
     assert_same(got, fn(X))
+
+
+def test_graph_break_logging_of_a_loop_whose_next_item_is_taken_eagerly(caplog, monkeypatch):
+    from sapwood_tracer.api import events as _events
+
+    monkeypatch.setattr(_events, "_topics", frozenset({"graph_breaks"}))
+
+    @sapwood_tracer.disable
+    def check(flag: bool) -> None:
+        assert flag
+
+    def fn(x):
+        d = {"a": 1, "b": 2}
+        for key in d:
+            check(key in d)
+        return x + 1
+
+    with caplog.at_level(logging.INFO, logger="sapwood"):
+        got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert_same(got, fn(X))
+    assert "the loop's next item taken eagerly" in caplog.text

@@ -87,6 +87,7 @@ def captured(code: types.CodeType, entry: CacheEntry) -> None:
             {
                 "call": "runs eagerly, then resumes",
                 "jump": "branch taken eagerly",
+                "next": "the loop's next item taken eagerly, then resumed",
                 "rest": "the rest of the function runs eagerly",
             }[exit.kind],
         )

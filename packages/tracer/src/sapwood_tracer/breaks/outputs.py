@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import collections
 import sys
 import types
 from collections.abc import Callable
@@ -52,8 +53,10 @@ from ..values.containers import (
     NamedTupleValue,
     SliceValue,
     TupleValue,
+    filled_dict,
 )
 from ..values.contexts import ContextClassValue
+from ..values.deques import DequeValue
 from ..values.exceptions import ExceptionValue, OuterExceptionValue, make_exception
 from ..values.functions import (
     BoundMethodValue,
@@ -134,6 +137,9 @@ class OutputCollector:
                 self.collect(item, seen)
         elif isinstance(value, SetValue):
             for item in value.members.values():
+                self.collect(item, seen)
+        elif isinstance(value, DequeValue):
+            for item in value.items:
                 self.collect(item, seen)
         elif isinstance(value, NewObjectValue):
             for item in value.attrs.values():
@@ -515,14 +521,17 @@ def _emit_value(
             f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
             for k, v in value.entries.values()
         ]
-        expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
+        if value.cls in (dict, collections.OrderedDict):
+            expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
+        else:  # a subclass's own __init__ would read the pairs otherwise
+            expr = f"{em.const(filled_dict)}({em.const(value.cls)}, [{', '.join(pairs)}])"
     elif isinstance(value, SetValue):
         # members in the traced set's iteration order; a set of constants built so iterates
         # as the traced one only where its table comes out the same (a set's order depends
         # on its history): checked here on the keys, else the set is not rebuilt
         value.check_order()
         members = [value.members[k] for k in value.order]
-        kind = frozenset if value.frozen else set
+        kind = value.python_type()  # a subclass that defines nothing is built as its base
         rebuilt = (
             kind([v.as_constant() for v in members])
             if all(v.is_constant() for v in members)
@@ -532,6 +541,9 @@ def _emit_value(
             raise Unsupported(f"rebuilding {value.describe()} in its iteration order")
         parts = [_emit(em, v, collector, built, indent) for v in members]
         expr = f"{em.const(kind)}([{', '.join(parts)}])"
+    elif isinstance(value, DequeValue):
+        parts = [_emit(em, v, collector, built, indent) for v in value.items]
+        expr = f"{em.const(collections.deque)}([{', '.join(parts)}], {value.maxlen!r})"
     elif isinstance(value, OrderedDataclassValue):
         pairs = [
             f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"

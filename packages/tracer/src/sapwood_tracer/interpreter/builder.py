@@ -72,6 +72,7 @@ from ..values.objects import (
 )
 from ..values.partials import PartialValue, c_partial_base
 from ..values.runtime_objects import EnvironValue, WeakRefValue
+from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
 from ..values.tensors import TorchFunctionValue
 from .graph_bridge import GraphBridge
@@ -194,6 +195,13 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         # the trace followed this one's (a builtin function is equal only to itself)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
         return SetValue({v: _set_member(v) for v in obj}, cls is frozenset, source, order=obj)
+    if plain_set_subclass(cls):
+        members = tuple(obj)
+        if not all(is_constant_type(v) for v in members):
+            raise Unsupported(f"a {cls.__qualname__} input of non-constant members")
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
+        return SetSubclassValue(cls, {v: ConstantValue(v) for v in members}, obj, source)
     if isinstance(obj, os._Environ):
         _type_match(tx, source, obj)
         return EnvironValue(obj, source)
@@ -316,12 +324,12 @@ def _per_access_method(tx: WrappingSession, obj: Any, source: Source) -> Value:
 
 
 def _plain_dict_subclass(cls: type) -> bool:
-    """A dict subclass that keeps dict's storage (its Python methods are inlined)."""
-    if not issubclass(cls, dict) or "__getattribute__" in vars(cls):
+    """A dict subclass that keeps dict's storage (its Python methods are inlined) and dict's
+    ``in``, ``reversed`` and truth (applied to the storage without looking at the class)."""
+    if not issubclass(cls, dict) or "__getattribute__" in vars(cls) or hasattr(cls, "__bool__"):
         return False
-    return all(
-        getattr(cls, m) is getattr(dict, m) for m in ("__getitem__", "__iter__", "__len__", "keys")
-    )
+    kept = ("__getitem__", "__iter__", "__len__", "keys", "__contains__", "__reversed__")
+    return all(getattr(cls, m) is getattr(dict, m) for m in kept)
 
 
 def _has_dict_or_slots(obj: Any) -> bool:

@@ -50,7 +50,7 @@ from . import operators as ops
 from .caller_frames import reads_callers_frame
 from .text import inlines_text, join_text, member_text, text_call, text_of_exception
 
-__all__ = ["call_builtin", "is_modelled_builtin", "make_super"]
+__all__ = ["call_builtin", "is_modelled_builtin", "make_super", "new_set"]
 
 Handler = Callable[["Context", list[Value], dict[str, Value]], Value]
 _HANDLERS: dict[Any, Handler] = {}
@@ -535,19 +535,18 @@ def _list(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ListValue(tx.unpack(args[0]) if args else [])
 
 
-@handles(builtins.set, builtins.frozenset)
+@handles(builtins.set)
 def _set(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return _new_set(tx, args, frozen=False)
+    return new_set(tx, args, kwargs, frozen=False)
 
 
-def _frozenset(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return _new_set(tx, args, frozen=True)
-
-
-def _new_set(tx: Context, args: list[Value], *, frozen: bool) -> Value:
-    """``set(x)``/``frozenset(x)``; the key mirror is built by the same real construction
-    (from a set, a constant, a dict or another iterable), so it iterates in Python's order."""
-    kind = frozenset if frozen else set
+def new_set(
+    tx: Context, args: list[Value], kwargs: dict, *, frozen: bool, kind: type | None = None
+) -> SetValue:
+    """``set(x)``/``frozenset(x)`` (or ``kind(x)``, a subclass defining nothing): the key mirror
+    is made by the same real construction, so it iterates in Python's order."""
+    _one_iterable("frozenset" if frozen else "set", args, kwargs)
+    kind = kind or (frozenset if frozen else set)
     if not args:
         return SetValue({}, frozen, order=kind())
     arg = args[0]
@@ -565,7 +564,7 @@ def _new_set(tx: Context, args: list[Value], *, frozen: bool) -> Value:
     return SetValue(members, frozen, order=order)
 
 
-_HANDLERS[builtins.frozenset] = _frozenset
+_HANDLERS[builtins.frozenset] = functools.partial(new_set, frozen=True)
 
 
 def _dict_factory(cls: type) -> Handler:

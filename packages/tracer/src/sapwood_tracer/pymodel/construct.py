@@ -2,7 +2,10 @@
 
 * Immutable torch/Python value classes (``torch.Size``, ``torch.device``, ``torch.finfo``,
   ``slice``, ...) called on constants are folded.
-* Named tuples are built from their fields (no user code runs).
+* Named tuples are built from their fields (no user code runs); ``collections.deque`` as a
+  :class:`~sapwood_tracer.values.deques.DequeValue`.
+* Subclasses of dict written in Python (:mod:`.dict_subclasses`) and of set or frozenset that
+  define nothing (:mod:`sapwood_tracer.values.set_subclasses`) are built as their base.
 * Instances of plain user classes and dataclasses become :class:`NewObjectValue`; their
   ``__init__`` (and a dataclass's generated ``__init__`` and ``__post_init__``) is inlined.
 * A ``__new__`` written in Python is inlined (its ``object.__new__(cls)`` makes the object),
@@ -14,6 +17,7 @@
 
 from __future__ import annotations
 
+import collections
 import dis
 import functools
 import types
@@ -27,6 +31,7 @@ from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import BuiltinValue, ConstantValue, Context, Value, is_constant_type
 from ..values.containers import DictValue, NamedTupleValue
+from ..values.deques import make_deque
 from ..values.exceptions import (
     ExceptionValue,
     has_builtin_init,
@@ -37,6 +42,9 @@ from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
 from ..values.partials import c_partial_base, make_partial
+from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
+from .builtins import new_set
+from .dict_subclasses import construct_dict_subclass, python_dict_subclass
 
 __all__ = ["construct", "is_plain_python_class"]
 
@@ -162,6 +170,8 @@ def construct(
     cls = cls_value.cls
     if isinstance(cls, type) and issubclass(cls, _WEAK_REFERENCES):
         raise weakly_referenced(cls.__qualname__)
+    if cls is collections.deque:
+        return make_deque(tx, args, kwargs)
     if cls in _FOLDED_CLASSES:
         if cls is torch.Size and args:
             items = tx.unpack(args[0])
@@ -205,6 +215,14 @@ def construct(
         return made
     if c_partial_base(cls) is not None:
         return make_partial(tx, cls, args, kwargs)
+    if plain_set_subclass(cls):
+        # nothing of set's is overridden: set's own construction, of this class
+        if len(args) > 1 or kwargs:
+            raise Unsupported(f"{cls.__qualname__}() with these arguments (TypeError)")
+        made = new_set(tx, args, {}, frozen=issubclass(cls, frozenset), kind=cls)
+        return SetSubclassValue(cls, made.members, made.order)
+    if python_dict_subclass(cls):
+        return construct_dict_subclass(tx, cls, args, kwargs)
     if cls.__new__ is not object.__new__ and not _python_new(cls):
         raise Unsupported(f"constructing {cls.__qualname__}, which defines __new__")
     if not is_plain_python_class(cls):
@@ -260,6 +278,7 @@ _INERT_NAMES = frozenset(
         "__weakref__",
         "__firstlineno__",
         "__static_attributes__",
+        "__slotnames__",  # copyreg's cache of the slot names, once pickled or copied
     }
 )
 

@@ -24,7 +24,7 @@ from ..values.base import (
     holds_user_enum,
 )
 from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.exceptions import raised_for_real
+from ..values.exceptions import python_error, raised_for_real
 from ..values.functions import BoundMethodValue
 from ..values.identity import same_object
 from ..values.objects import NewObjectValue, ObjectValue
@@ -129,6 +129,7 @@ def _fold(fn: Any, *values: Value) -> Value:
 
 def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for a binary or in-place operator function ``fn`` of :mod:`operator`."""
+    original = fn
     base = _INPLACE_TO_BINARY.get(fn)
     if base is not None and not _is_tensor(a) and _is_tensor(b):
         # `n += t` with a Python number n: numbers have no in-place operator, so Python
@@ -190,6 +191,9 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     if fn in (operator.eq, operator.ne) and (isinstance(a, _METHODS) or isinstance(b, _METHODS)):
         same = _same_method(tx, a, b)
         return ConstantValue(same if fn is operator.eq else not same)
+    mismatch = _set_operand_mismatch(original, a, b)
+    if mismatch is not None:  # (before folding: its message would name `|`, not `|=`)
+        raise python_error(TypeError, mismatch)
     if a.is_constant() and b.is_constant() and _foldable(a) and _foldable(b):
         if not (_runs_user_enum_code(fn, a) or _runs_user_enum_code(fn, b)):
             return _fold(fn, a, b)
@@ -198,6 +202,26 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     if user is not None:
         return user
     raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()} and {b.describe()}")
+
+
+_SET_SYMBOLS = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}
+
+
+def _set_operand_mismatch(fn: Any, a: Value, b: Value) -> str | None:
+    """Python's message where a set operator (``|``, ``&``, ``-``, ``^``, in place or not)
+    has a set on one side and, on the other, an object of a builtin type that defines
+    neither the operator nor its reflection (a generator, a list): the set's own method
+    returns NotImplemented for anything but a set, so Python raises TypeError."""
+    base = _INPLACE_TO_BINARY.get(fn, fn)
+    symbol = _SET_SYMBOLS.get(base)
+    if symbol is None or isinstance(a, SetValue) == isinstance(b, SetValue):
+        return None
+    other = (b if isinstance(a, SetValue) else a).python_type()
+    if other.__module__ != "builtins" or any(lookup_mro(other, n)[0] for n in _DUNDER[base]):
+        return None  # (looked up on the type's MRO: ``type.__or__`` makes ``list | None``)
+    symbol += "=" if base is not fn else ""
+    kinds = f"'{a.python_type().__name__}' and '{b.python_type().__name__}'"
+    return f"unsupported operand type(s) for {symbol}: {kinds}"
 
 
 _SET_OPS = (operator.or_, operator.and_, operator.sub, operator.xor)

@@ -1,7 +1,8 @@
 """Models of builtins that read interpreter settings or build immutable builtin values:
 ``sys.getrecursionlimit``, ``sys.get_int_max_str_digits`` (read with a guard),
-``int.__new__`` and the other immutable classes' ``__new__``, ``dir()`` of constants,
-``sys.exc_info()`` and ``sys.exception()`` (the exception being handled). Registered into the table of :mod:`.builtins` on import."""
+``int.__new__`` and the other immutable classes' ``__new__``, ``dir()`` of constants and of
+classes, ``sys.exc_info()`` and ``sys.exception()`` (the exception being handled).
+Registered into the table of :mod:`.builtins` on import."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import enum
 import sys
 from typing import Any
 
-from sapwood_graph import GuardKind
+from sapwood_graph import AttrSource, GuardKind
 
 from ..errors import Unsupported
-from ..guards.sources import GlobalStateSource
+from ..guards.sources import ContainsSource, GlobalStateSource, KeysSource
+from ..values.attributes import held
 from ..values.base import ConstantValue, Context, Value, is_constant_type, runs_enum_user_code
 from ..values.containers import ListValue, TupleValue
 from ..values.enums import EnumClassValue, is_immutable_class
 from ..values.exceptions import OUTER_EXCEPTION, ExceptionValue, TracebackValue
+from ..values.objects import ClassValue
 from .builtins import _HANDLERS, Handler, _fold_call, handles
 
 __all__: list[str] = []
@@ -77,6 +80,8 @@ def _dir(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
             obj = target.as_constant()
             if isinstance(obj, type) and is_immutable_class(obj):
                 return ListValue([ConstantValue(n) for n in dir(obj)])
+        if isinstance(target, ClassValue) and _guard_class_dir(tx, target.cls):
+            return ListValue([ConstantValue(n) for n in dir(target.cls)])
     raise Unsupported(f"dir() of {args[0].describe() if args else 'nothing'}")
 
 
@@ -107,3 +112,32 @@ def _exception(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Valu
         return _fold_call(tx, sys.exception, args, kwargs)  # raises Python's TypeError
     handled = _handled(tx, "sys.exception()")
     return ConstantValue(None) if handled is None else handled
+
+
+def _guard_class_dir(tx: Context, cls: type) -> bool:
+    """Whether ``dir(cls)`` is ``type.__dir__``'s: the names in the ``__dict__`` of ``cls``
+    and of every class its bases reach. The metaclass is guarded not to define ``__dir__``
+    and each class written in Python to keep the names it has now (a builtin's are fixed)."""
+    for meta in type(cls).__mro__:
+        if meta is type:
+            break
+        if not meta.__flags__ & _HEAPTYPE or "__dir__" in vars(meta):
+            return False
+        tx.guard_false(ContainsSource(_class_dict(meta), "__dir__"))
+    pending, seen = [cls], set()
+    while pending:
+        klass = pending.pop()
+        if klass in seen:
+            continue
+        seen.add(klass)
+        if klass.__flags__ & _HEAPTYPE:
+            tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(_class_dict(klass)), tuple(vars(klass)))
+        pending.extend(klass.__bases__)
+    return True
+
+
+def _class_dict(klass: type) -> AttrSource:
+    return AttrSource(held(klass, klass.__qualname__), "__dict__")
+
+
+_HEAPTYPE = 1 << 9

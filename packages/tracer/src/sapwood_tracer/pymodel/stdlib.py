@@ -24,6 +24,7 @@ from ..values.partials import make_partial
 from . import operators as ops
 from .builtins import _HANDLERS, _OPERATORS, Handler, handles
 from .construct import is_plain_python_class
+from .dict_subclasses import delete_item
 from .iteration import _iterators
 
 __all__: list[str] = []
@@ -271,7 +272,7 @@ _OPERATORS[operator.inv] = _unary_fn(operator.invert)
 
 
 def _delitem(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    args[0].delitem(tx, args[1])
+    delete_item(tx, args[0], args[1])
     return ConstantValue(None)
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "NamedTupleValue",
     "SliceValue",
     "TupleValue",
+    "filled_dict",
     "list_iterator_at",
 ]
 
@@ -317,18 +318,17 @@ _LIST_METHODS = frozenset(
 
 
 def _rebuildable_subclass(cls: type, obj: Any) -> bool:
-    """Whether a dict subclass's instance is its class and its items alone: every class
-    between it and ``dict`` is written in Python (no C fields such as ``defaultdict``'s
-    factory) and the instance has no attributes of its own."""
-    for klass in cls.__mro__:
-        if klass is dict:
-            break
-        if not klass.__flags__ & _HEAPTYPE:
-            return False
-    return not getattr(obj, "__dict__", None)
+    """Whether a dict subclass's instance is its class and its items alone: classes written
+    in Python up to ``dict`` (no C fields: ``defaultdict``'s factory), no instance attributes,
+    its text made by dict's or ``collections``' code (a constant's ``repr()`` runs once)."""
+    below = cls.__mro__[: cls.__mro__.index(dict)]
+    heap = all(k.__flags__ & _HEAPTYPE for k in below)
+    text = all(k.__module__ == "collections" or not _TEXT & k.__dict__.keys() for k in below)
+    return heap and text and not getattr(obj, "__dict__", None)
 
 
 _HEAPTYPE = 1 << 9
+_TEXT = frozenset({"__repr__", "__str__", "__format__"})
 
 
 class DictValue(Value):
@@ -372,14 +372,8 @@ class DictValue(Value):
         return all(k.is_constant() and v.is_constant() for k, v in self.entries.values())
 
     def as_constant(self) -> Any:
-        pairs = ((k.as_constant(), v.as_constant()) for k, v in self.entries.values())
-        if self.cls in (dict, collections.OrderedDict):
-            return self.cls(pairs)
-        # a subclass's own ``__init__`` may read its argument otherwise (``Counter`` counts
-        # the pairs): the storage is filled as dict's
-        out = dict.__new__(self.cls)
-        dict.update(out, pairs)
-        return out
+        pairs = [(k.as_constant(), v.as_constant()) for k, v in self.entries.values()]
+        return filled_dict(self.cls, pairs)
 
     def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
@@ -403,7 +397,10 @@ class DictValue(Value):
     def getitem(self, tx: Context, key: Value) -> Value:
         k = key.hash_key(tx)
         if k not in self.entries:
-            if lookup_mro(self.cls, "__missing__")[0] is not None:
+            klass, missing = lookup_mro(self.cls, "__missing__")
+            if isinstance(missing, types.FunctionType):  # ``Counter``'s: inlined
+                return tx.call(class_attribute(tx, self.cls, "__missing__", self), [key], {})
+            if klass is not None:
                 raise Unsupported(f"{self.cls.__qualname__}.__missing__ (a missing key)")
             raise TracedException(cls=KeyError, args=(key,))
         return self.entries[k][1]
@@ -475,7 +472,7 @@ class DictValue(Value):
         if name == "copy":
             return DictValue(dict(self.entries), cls=self.copy_class())
         self.check_mutable(tx)
-        if name == "update":
+        if name in ("update", "__init__"):  # dict.__init__ on a subclass's super().__init__()
             if args:
                 self.update_from(tx, args[0])
             for kname, v in kwargs.items():
@@ -583,6 +580,15 @@ def _flag(method: str, name: str, args: list[Value], kwargs: dict, position: int
     if not flag.is_constant():
         raise Unsupported(f"OrderedDict.{method} with {flag.describe()} for {name}")
     return bool(flag.as_constant())
+
+
+def filled_dict(cls: type, pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """A ``cls`` holding ``pairs`` (a subclass's storage filled as dict's: ``Counter(pairs)``)."""
+    if cls in (dict, collections.OrderedDict):
+        return cls(pairs)  # type: ignore[no-any-return]
+    out = dict.__new__(cls)
+    dict.update(out, pairs)
+    return out  # type: ignore[no-any-return]
 
 
 def _replays_as_dict(cls: type) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import Unsupported
 from ...pymodel import operators as ops
+from ...pymodel.dict_subclasses import delete_item
 from ...pymodel.text import inlines_text, member_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
@@ -159,7 +160,7 @@ def store_subscr(frame: SymbolicFrame, inst: Instruction) -> None:
 def delete_subscr(frame: SymbolicFrame, inst: Instruction) -> None:
     key = frame.pop()
     container = frame.pop()
-    container.delitem(frame.tx, key)
+    delete_item(frame.tx, container, key)
 
 
 @opcode("BINARY_SLICE", since=(3, 12))
