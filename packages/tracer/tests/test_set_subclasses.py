@@ -35,9 +35,9 @@ def _described(value: Any) -> Any:
     return value
 
 
-def _same(fn: Any, *make_args: Any) -> None:
+def _same(fn: Any, *make_args: Any, fullgraph: bool = True) -> None:
     expected = fn(*(make() for make in make_args))
-    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=fullgraph)
     got = compiled(*(make() for make in make_args))
     assert _described(got) == _described(expected)
 
@@ -59,7 +59,8 @@ def test_operators_and_methods_give_the_base_type():
         s, f = pair
         return s | f, s & {"a"}, f - {"a"}, f ^ s, s.union("xy"), f.intersection("ab")
 
-    _same(fn, _inputs)
+    # (a result whose rebuilt table would iterate in another order is left to run eagerly)
+    _same(fn, _inputs, fullgraph=False)
 
 
 def test_copy_of_a_frozenset_subclass_is_a_new_frozenset():
@@ -67,7 +68,7 @@ def test_copy_of_a_frozenset_subclass_is_a_new_frozenset():
         s, f = pair
         return f.copy() is f, f.copy(), s.copy(), s.copy() is s
 
-    _same(fn, _inputs)
+    _same(fn, _inputs, fullgraph=False)
 
 
 def test_comparisons_and_predicates_of_subclass_inputs():
@@ -110,15 +111,14 @@ def test_an_attribute_of_a_subclass_input_is_read_from_the_instance():
     _same(fn, make)
 
 
-def test_mutating_a_subclass_input_is_refused():
+def test_mutating_a_subclass_input_is_replayed_on_it():
     def fn(s):
         s.add("z")
         return s
 
-    with pytest.raises(sapwood_tracer.Unsupported):
-        sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(SetSubclass("ab"))
-    got = sapwood_tracer.compile(fn, backend=_eager)(SetSubclass("ab"))
-    assert type(got) is SetSubclass and sorted(got) == ["a", "b", "z"]
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(SetSubclass("ab"))
+    want = fn(SetSubclass("ab"))
+    assert type(got) is SetSubclass and list(got) == list(want)
 
 
 @pytest.mark.parametrize("kind", [set, frozenset, SetSubclass])
