@@ -297,3 +297,30 @@ def test_a_failing_assert_statement_raises_assertionerror_in_the_graph(v):
     assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
     report = sapwood_tracer.explain(_asserting)(x, v)
     assert not report.breaks, str(report)
+
+
+_SHADOWING = """
+def _shadowing(x):
+    global AssertionError
+    AssertionError = TypeError
+    try:
+        assert False, "hello"
+    except BaseException as exc:
+        del AssertionError
+        return x + 1, str(exc), type(exc).__name__, AssertionError.__name__
+"""
+exec(compile(_SHADOWING, "<shadowing>", "exec"), _namespace)
+_shadowing = _namespace["_shadowing"]
+
+
+def test_a_global_assigned_then_deleted_in_the_trace_lets_the_builtin_show():
+    x = torch.ones(1)
+    got = sapwood_tracer.compile(_shadowing, backend=lambda gm, ex: gm.forward)(x)
+    assert "AssertionError" not in _namespace
+    want = _shadowing(x)
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:] == (
+        "hello",
+        "AssertionError",
+        "AssertionError",
+    )
+    assert "AssertionError" not in _namespace

@@ -269,7 +269,8 @@ def _emit_mutations(
     for g, name, value in effects.globals.values():
         where = "G" if g is root_globals else em.const(g)
         if value is None:
-            em.lines.append(f"{indent}del {where}[{em.const(name)}]")
+            # (popped: assigned and deleted in the trace, it may never have reached the dict)
+            em.lines.append(f"{indent}{where}.pop({em.const(name)}, None)")
         else:
             out = _emit(em, value, collector, built, indent)
             em.lines.append(f"{indent}{where}[{em.const(name)}] = {out}")

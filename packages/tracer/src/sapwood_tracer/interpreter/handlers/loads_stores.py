@@ -128,9 +128,11 @@ def global_value(frame: SymbolicFrame, name: str) -> Value:
     g = frame.f_globals
     assigned, pending = tx.side_effects.pending_global(g, name)
     if assigned:
-        if pending is None:
-            raise python_error(NameError, f"name {name!r} is not defined")
-        return pending
+        if pending is not None:
+            return pending
+        if name in _BUILTINS:  # deleted by the trace: the builtin of that name shows again
+            return tx.wrap_trusted(_BUILTINS[name])
+        raise python_error(NameError, f"name {name!r} is not defined")
     if name in g:
         source: Source
         if frame.globals_source is None and g is tx.f_globals:
