@@ -42,7 +42,7 @@ from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
 from ..values.partials import c_partial_base, make_partial
-from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
+from ..values.set_subclasses import SetSubclassValue, plain_set_subclass, plain_subclass_of
 from .builtins import new_set
 from .dict_subclasses import construct_dict_subclass, python_dict_subclass
 
@@ -207,7 +207,7 @@ def construct(
         raise Unsupported(
             f"constructing {cls.__qualname__}, whose metaclass is {type(cls).__qualname__}"
         )
-    if _plain_subclass_of(cls, dict):
+    if plain_subclass_of(cls, (dict,)):
         # nothing of dict's is overridden: dict's own construction, of this class
         made = tx.call_builtin(BuiltinValue(dict), args, kwargs)
         assert isinstance(made, DictValue)
@@ -265,36 +265,6 @@ def _python_new(cls: type) -> bool:
         and isinstance(raw, staticmethod)
         and isinstance(raw.__func__, types.FunctionType)
     )
-
-
-#: what a class statement puts in every class's namespace
-#: what a class statement puts in a class that defines nothing (3.13 adds the last two)
-_INERT_NAMES = frozenset(
-    {
-        "__module__",
-        "__qualname__",
-        "__doc__",
-        "__dict__",
-        "__weakref__",
-        "__firstlineno__",
-        "__static_attributes__",
-        "__slotnames__",  # copyreg's cache of the slot names, once pickled or copied
-    }
-)
-
-
-def _plain_subclass_of(cls: type, base: type) -> bool:
-    """Whether ``cls`` subclasses the builtin ``base`` through classes that define nothing
-    (``class Dict(dict): pass``) under the plain metaclass: its instances behave as
-    ``base``'s, except for their type."""
-    if type(cls) is not type or cls is base:
-        return False
-    for klass in cls.__mro__:
-        if klass is base:
-            return True
-        if klass.__module__ == "builtins" or not _INERT_NAMES.issuperset(klass.__dict__):
-            return False
-    return False
 
 
 def _python_defines(cls: type, name: str) -> bool:

@@ -29,7 +29,7 @@ from ..guards.sources import ContainsSource
 from .base import BoundBuiltinMethod, ConstantValue, Context, Value
 from .sets import SetValue
 
-__all__ = ["SetSubclassValue", "plain_set_subclass"]
+__all__ = ["SetSubclassValue", "plain_set_subclass", "plain_subclass_of"]
 
 #: what a class statement puts in a class that defines nothing (3.13 adds the last two)
 _INERT_NAMES = frozenset(
@@ -46,17 +46,24 @@ _INERT_NAMES = frozenset(
 )
 
 
-def plain_set_subclass(cls: type) -> bool:
-    """Whether ``cls`` subclasses ``set`` or ``frozenset`` through classes that define
-    nothing, under the plain metaclass."""
-    if type(cls) is not type or cls in (set, frozenset) or not issubclass(cls, (set, frozenset)):
+def plain_subclass_of(cls: type, bases: tuple[type, ...]) -> bool:
+    """Whether ``cls`` subclasses one of the builtin ``bases`` through classes that define
+    nothing (``class Dict(dict): pass``), under the plain metaclass: its instances behave as
+    the base's, but for their type."""
+    if type(cls) is not type or cls in bases or not issubclass(cls, bases):
         return False
     for klass in cls.__mro__:
-        if klass in (set, frozenset):
+        if klass in bases:
             return True
         if klass.__module__ == "builtins" or not _INERT_NAMES.issuperset(klass.__dict__):
             return False
     return False
+
+
+def plain_set_subclass(cls: type) -> bool:
+    """Whether ``cls`` subclasses ``set`` or ``frozenset`` through classes that define
+    nothing, under the plain metaclass."""
+    return plain_subclass_of(cls, (set, frozenset))
 
 
 class SetSubclassValue(SetValue):
