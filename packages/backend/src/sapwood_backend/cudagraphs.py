@@ -91,6 +91,40 @@ def _reusable_outputs(gm: torch.fx.GraphModule, mode: str) -> tuple[int, ...]:
     return ()
 
 
+_NOT_SAVED = ("tangents", "bwd_seed", "bwd_base_offset", "bwd_rng_state")
+
+
+def _backward_static_inputs(
+    gm: torch.fx.GraphModule, candidates: Sequence[int] | None, forward_static: frozenset[int] | None
+) -> set[int]:
+    """Which inputs of a backward graph stay at one address from step to step.
+
+    A backward graph takes the values its forward saved, then the tangents. Saved activations
+    are outputs of the forward's recording (at the same pool addresses whenever that recording
+    replays) and saved parameters are the module's own tensors: both static. A *user input* the
+    forward saved (token ids for an embedding's backward, say) is not: each step's batch is a
+    new tensor, and a graph that took it as static would be recorded again at every step. AOT
+    autograd names a saved forward input ``primals_<k>`` after the forward's ``k``-th input, so
+    such a placeholder is static only when that forward input was (``forward_static``; when
+    unknown, every saved value is taken as static, which costs re-recordings, never results).
+    ``candidates`` are the indices the compiler proposed (all saved values when None).
+    """
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    if candidates is None:
+        candidates = [
+            i for i, node in enumerate(placeholders) if not node.name.startswith(_NOT_SAVED)
+        ]
+    static = set()
+    for i in candidates:
+        name = placeholders[i].name if i < len(placeholders) else ""
+        if forward_static is not None and name.startswith("primals_"):
+            number = name[len("primals_") :]
+            if number.isdigit() and int(number) - 1 not in forward_static:
+                continue
+        static.add(i)
+    return static
+
+
 def _tree_mode(*, is_backward: bool, is_inference: bool) -> str:
     if is_backward:
         return "backward"
@@ -103,9 +137,13 @@ def _inner_compile_on_trees(
     *,
     top_level_inputs: int,
     top_level_static: frozenset[int],
+    forward_static: dict[str, frozenset[int]],
     **kwargs: Any,
 ) -> Any:
-    """``compile_fx_inner`` with Inductor's CUDA graphs off, its result put on the trees."""
+    """``compile_fx_inner`` with Inductor's CUDA graphs off, its result put on the trees.
+
+    ``forward_static`` is shared by the forward and backward compilations of one graph: the
+    forward leaves its static input indices there for the backward to read."""
     from torch._inductor.compile_fx import compile_fx_inner
 
     from sapwood_cudagraph_trees import cudagraphify
@@ -117,10 +155,14 @@ def _inner_compile_on_trees(
         return compiled
     is_backward = bool(kwargs.get("is_backward", False))
     static = set(kwargs.get("static_input_idxs") or ())
-    if not is_backward:
+    if is_backward:
+        static = _backward_static_inputs(gm, sorted(static), forward_static.get("forward"))
+    else:
         # Forward graphs take AOT autograd's lifted attributes first, then the top-level inputs.
         lifted = len(example_inputs) - top_level_inputs
         static |= {lifted + index for index in top_level_static if lifted >= 0}
+        if not kwargs.get("is_inference", False):
+            forward_static["forward"] = frozenset(static)
     mode = _tree_mode(is_backward=is_backward, is_inference=bool(kwargs.get("is_inference", False)))
     compiled.current_callable = cudagraphify(  # type: ignore[attr-defined]
         run,
@@ -153,6 +195,7 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
             _inner_compile_on_trees,
             top_level_inputs=len(example_inputs),
             top_level_static=static_top_level_inputs(gm, example_inputs),
+            forward_static={},
         )
         # AOT autograd's cache hands back compiled graphs without calling ``inner_compile``:
         # a hit would skip the trees and run Inductor's code with no CUDA graph at all
@@ -163,12 +206,6 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         return cast(Callable[..., Any], compiled)
 
     return inductor_reduce_overhead
-
-
-def _count_tangents(gm: torch.fx.GraphModule) -> int:
-    """Backward graphs take saved values first and tangents last; the saved ones are static."""
-    names = [node.name for node in gm.graph.nodes if node.op == "placeholder"]
-    return sum(1 for name in names if not name.startswith("tangents"))
 
 
 @register_backend
@@ -186,13 +223,17 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
 
         return aot_eager(gm, example_inputs)
 
+    forward_static: dict[str, frozenset[int]] = {}
+
     def wrap(mode: str) -> Callable[..., Any]:
         def compile_graph(aot_gm: torch.fx.GraphModule, aot_inputs: Sequence[Any]) -> Any:
             if mode == "backward":
-                static = set(range(_count_tangents(aot_gm)))
+                static = _backward_static_inputs(aot_gm, None, forward_static.get("forward"))
             else:
                 lifted = max(len(aot_inputs) - user_input_count, 0)
                 static = set(range(lifted)) | {lifted + i for i in top_level_static}
+                if mode == "forward":
+                    forward_static["forward"] = frozenset(static)
             boxed = make_boxed_func(aot_gm.forward)
             wrapped = cudagraphify(
                 boxed,
