@@ -22,7 +22,8 @@ the all-reduce was issued against when the backward's last kernel was launched.
 
 ``python benchmarks/bench_distributed_gpu.py --out DIR [--quick]`` writes ``DIR/distributed_gpu.json``,
 ``DIR/distributed_gpu.txt`` (what was printed) and one Chrome trace per profiled column;
-``--quick`` (2 blocks, fewer rounds) runs in under two minutes with warm caches.
+``--quick`` (2 blocks, fewer rounds) is meant to finish in under two minutes, most of it
+Inductor's compiles.
 """
 
 from __future__ import annotations
@@ -114,16 +115,36 @@ class Trainer:
         return float(loss.detach())
 
 
+#: host ranges of DDP's own work (the reducer's copies into and out of its buckets, the
+#: all-reduces): kernels launched inside them are DDP's, not the model's backward
+_DDP_WORDS = ("reducer", "c10d", "all_reduce", "allreduce", "nccl", "gloo")
+
+
 def _trace_overlap(trace: dict[str, Any], backward: str) -> dict[str, Any]:
-    """From a Chrome trace of one step: does an all-reduce start before the backward's last
-    kernel ends? ``backward`` names the annotation around ``loss.backward()``."""
+    """From a Chrome trace of one step: does an all-reduce start before the model's backward
+    ends? ``backward`` names the annotation around ``loss.backward()``; the model's backward
+    is the kernels launched inside it, less those DDP launched (:data:`_DDP_WORDS`)."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
     span = next((e for e in events if e.get("name") == backward), None)
     if span is None:
         return {"overlap": None, "why": f"no {backward!r} range in the trace"}
     start, end = span["ts"], span["ts"] + span["dur"]
+    host = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
+    ddp_ranges = [
+        (e.get("pid"), e.get("tid"), e["ts"], e["ts"] + e["dur"])
+        for e in host
+        if any(word in e.get("name", "").lower() for word in _DDP_WORDS)
+    ]
+
+    def launched_by_ddp(launch: dict[str, Any]) -> bool:
+        where = (launch.get("pid"), launch.get("tid"))
+        return any(
+            (pid, tid) == where and low <= launch["ts"] <= high
+            for pid, tid, low, high in ddp_ranges
+        )
+
     launches = {
-        e["args"]["correlation"]: e["ts"]
+        e["args"]["correlation"]: e
         for e in events
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
@@ -132,14 +153,17 @@ def _trace_overlap(trace: dict[str, Any], backward: str) -> dict[str, Any]:
     nccl_ids = {id(e) for e in nccl}
     launched_in_backward = []
     for e in gpu:
-        launched = launches.get(e.get("args", {}).get("correlation"))
-        if id(e) not in nccl_ids and launched is not None and start <= launched <= end:
-            launched_in_backward.append((launched, e))
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        if id(e) in nccl_ids or launch is None or not start <= launch["ts"] <= end:
+            continue
+        if not launched_by_ddp(launch):
+            launched_in_backward.append((launch["ts"], e))
+    # the host side of an all-reduce: torch's op (c10d::allreduce_) and the process group's
+    # range (nccl:all_reduce, a user annotation)
     host_allreduces = sorted(
         e["ts"]
-        for e in events
-        if e.get("cat") == "cpu_op"
-        and ("all_reduce" in e.get("name", "").lower() or "allreduce" in e.get("name", "").lower())
+        for e in host
+        if any(word in e.get("name", "").lower() for word in ("all_reduce", "allreduce"))
         and start <= e["ts"] <= end
     )
     found: dict[str, Any] = {
@@ -154,7 +178,7 @@ def _trace_overlap(trace: dict[str, Any], backward: str) -> dict[str, Any]:
         first = min(e["ts"] for e in nccl)
         return {
             **found,
-            "basis": "GPU: first NCCL kernel start vs end of the backward's last kernel",
+            "basis": "GPU: first NCCL kernel start vs end of the model backward's last kernel",
             "overlap": first < backward_end,
             "first_allreduce_us": first,
             "backward_last_kernel_end_us": backward_end,
@@ -165,7 +189,7 @@ def _trace_overlap(trace: dict[str, Any], backward: str) -> dict[str, Any]:
         return {
             **found,
             "basis": "host (no NCCL kernel in the trace): first all-reduce issued vs the "
-            "backward's last kernel launch",
+            "model backward's last kernel launch",
             "overlap": host_allreduces[0] < latest_launch,
             "first_allreduce_us": host_allreduces[0],
             "backward_last_kernel_launch_us": latest_launch,
