@@ -44,6 +44,9 @@ class Setup:
     ddp_split: bool = True
     #: about 100 KB: 4 or more gradient buckets for :data:`LLAMA`
     bucket_cap_mb: float = 0.1
+    #: hold the next batch while a step runs, as a prefetching data loader does, so every
+    #: step's batch is a tensor at a new address
+    prefetch: bool = False
 
     def torch_device(self) -> torch.device:
         if self.device == "cuda":
@@ -69,19 +72,26 @@ def _train(
     opt: torch.optim.Optimizer,
     rank: int,
     device: torch.device,
+    prefetch: bool = False,
 ) -> list[float]:
     """``STEPS`` optimizer steps of next-token cross entropy; the losses."""
     losses = []
+    batch = _tokens(rank, 0, device)
     for step in range(STEPS):
-        tokens, targets = _tokens(rank, step, device)
+        tokens, targets = batch
+        if prefetch and step + 1 < STEPS:
+            batch = _tokens(rank, step + 1, device)
         logits = model(tokens)
         loss = nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
         )
-        opt.zero_grad()
         loss.backward()
         opt.step()
+        opt.zero_grad()
         losses.append(loss.item())
+        del tokens, targets, logits, loss
+        if not prefetch and step + 1 < STEPS:
+            batch = _tokens(rank, step + 1, device)
     return losses
 
 
@@ -170,8 +180,8 @@ def ddp_llama_worker(rank: int, world: int, port: int, out: str, setup: Setup) -
             )
         opt_ref = torch.optim.SGD(reference.parameters(), lr=0.1)
         opt_new = torch.optim.SGD(twin.parameters(), lr=0.1)
-        losses_ref = _train(eager, opt_ref, rank, device)
-        losses_new = _train(compiled, opt_new, rank, device)
+        losses_ref = _train(eager, opt_ref, rank, device, setup.prefetch)
+        losses_new = _train(compiled, opt_new, rank, device, setup.prefetch)
         if device.type == "cuda":
             torch.cuda.synchronize()
         tolerances = setup.tolerances()
