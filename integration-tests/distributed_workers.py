@@ -1,4 +1,5 @@
-"""Worker processes of the distributed tests (``cpu/test_distributed.py``).
+"""Worker processes of the distributed tests (``cpu/test_distributed.py``), and the process
+machinery (:func:`spawn`) that ``distributed_gpu_workers.py`` shares.
 
 They live here, not in the test module, because the tests spawn processes that import the
 worker by module name, and pytest's ``importlib`` import mode gives test modules names no
@@ -62,11 +63,11 @@ def spawn(
     return json.loads(Path(out).read_text())
 
 
-def _init(rank: int, world: int, port: int) -> None:
+def _init(rank: int, world: int, port: int, backend: str = "gloo") -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group(backend, rank=rank, world_size=world)
 
 
 class Block(nn.Module):
@@ -119,11 +120,11 @@ def _train(
     return losses
 
 
-def _assert_same_params(a: nn.Module, b: nn.Module) -> None:
+def _assert_same_params(a: nn.Module, b: nn.Module, rtol: float = 1e-5, atol: float = 1e-6) -> None:
     for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
         p_full = p.full_tensor() if hasattr(p, "full_tensor") else p
         q_full = q.full_tensor() if hasattr(q, "full_tensor") else q
-        torch.testing.assert_close(p_full, q_full, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(p_full, q_full, rtol=rtol, atol=atol, msg=name)
 
 
 class _Counting:

@@ -3,7 +3,9 @@
 * :class:`MLP` — linear layers with GELU;
 * :class:`CNN` — convolutions, batch norm, pooling by mean;
 * :class:`GPT` — a decoder-only transformer: embeddings, pre-norm blocks with causal
-  self-attention written out by hand (views, transposes, masking, softmax) and an MLP.
+  self-attention written out by hand (views, transposes, masking, softmax) and an MLP;
+* :class:`TinyLlama` — Llama's shape built from ``torch.nn`` alone: RMS norms, rotary
+  position embeddings, causal ``scaled_dot_product_attention``, a SwiGLU MLP, no biases.
 
 They use only what ordinary model code uses, so that capturing them whole is a fair test.
 """
@@ -81,6 +83,81 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of ``x`` (batch, heads, tokens, head_dim), halves rotated."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """Pre-norm attention (rotary, causal SDPA) and a SwiGLU MLP, each with a residual."""
+
+    def __init__(self, dim: int, heads: int, hidden: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        batch, tokens, dim = x.shape
+        h = self.attn_norm(x)
+        q, k, v = (
+            proj(h).view(batch, tokens, self.heads, dim // self.heads).transpose(1, 2)
+            for proj in (self.q, self.k, self.v)
+        )
+        y = nn.functional.scaled_dot_product_attention(
+            _rotate(q, cos, sin), _rotate(k, cos, sin), v, is_causal=True
+        )
+        x = x + self.o(y.transpose(1, 2).reshape(batch, tokens, dim))
+        h = self.mlp_norm(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class TinyLlama(nn.Module):
+    """A Llama-shaped causal language model: token ids in, logits out."""
+
+    def __init__(
+        self,
+        vocab: int = 128,
+        dim: int = 64,
+        heads: int = 4,
+        layers: int = 2,
+        hidden: int = 172,
+        max_tokens: int = 256,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(LlamaBlock(dim, heads, hidden) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        half = dim // heads // 2
+        inverse = 1.0 / (10000.0 ** (torch.arange(half, dtype=torch.float32) / half))
+        angles = torch.outer(torch.arange(max_tokens, dtype=torch.float32), inverse)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        count = tokens.shape[1]
+        cos, sin = self.cos[:count], self.sin[:count]
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.head(self.norm(x))
 
 
 class CountingBackend:
