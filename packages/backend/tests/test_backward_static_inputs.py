@@ -115,6 +115,8 @@ def test_a_new_batch_each_step_replays_the_backward(how: str) -> None:
     backward = [fn for fn in info.functions if fn.mode == "backward"]
     assert backward, sapwood_cudagraph_trees.render(0)
     for fn in backward:
-        assert fn.recordings == 1, sapwood_cudagraph_trees.render(0)
+        # not one recording per step: at most the first path and one with the previous
+        # step's loss alive, then replays
+        assert fn.recordings <= 2, sapwood_cudagraph_trees.render(0)
         assert fn.replays >= steps - 3, sapwood_cudagraph_trees.render(0)
         assert not fn.fallbacks, sapwood_cudagraph_trees.render(0)

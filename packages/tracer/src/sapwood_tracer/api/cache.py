@@ -131,7 +131,9 @@ class CodeCache:
         entries = self.entries
         entry_ref = weakref.ref(entry)
 
-        def died(_: Any) -> None:
+        # ``enumerate`` is bound now: at interpreter exit this may run after the module's
+        # globals (and with them its builtins) were cleared
+        def died(_: Any, enumerate: Any = enumerate) -> None:
             dead = entry_ref()
             if dead is not None:
                 for i, known in enumerate(entries):
