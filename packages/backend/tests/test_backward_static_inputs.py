@@ -101,9 +101,9 @@ def test_a_new_batch_each_step_replays_the_backward(how: str) -> None:
         compiled = sapwood_backend.compile(trained, backend="cudagraphs")
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (reference, trained)]
     steps = 8
-    for step in range(steps):
+    for _ in range(steps):
         # a new tensor per step, as a data loader gives, while the previous one is still held
-        tokens = torch.randint(0, 16, (4, 6), device="cuda", generator=None)
+        tokens = torch.randint(0, 16, (4, 6), device="cuda")
         for model, opt in zip((reference, compiled), opts):
             loss = model(tokens).float().pow(2).mean()
             loss.backward()
