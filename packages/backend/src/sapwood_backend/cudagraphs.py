@@ -95,7 +95,9 @@ _NOT_SAVED = ("tangents", "bwd_seed", "bwd_base_offset", "bwd_rng_state")
 
 
 def _backward_static_inputs(
-    gm: torch.fx.GraphModule, candidates: Sequence[int] | None, forward_static: frozenset[int] | None
+    gm: torch.fx.GraphModule,
+    candidates: Sequence[int] | None,
+    forward_static: frozenset[int] | None,
 ) -> set[int]:
     """Which inputs of a backward graph stay at one address from step to step.
 
