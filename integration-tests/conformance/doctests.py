@@ -242,14 +242,17 @@ def _differences(a: list[ExampleResult], b: list[ExampleResult]) -> Iterator[int
     return (i for i, (x, y) in enumerate(zip(a, b)) if x.status != y.status)
 
 
-def classify_doctest(item: DocTestItem, engine: Engine, timeout: float) -> tuple[str, str, str]:
+def classify_doctest(
+    item: DocTestItem, engine: Engine, timeout: float
+) -> tuple[str, str, dict[str, Any]]:
     """Run one doctest as doctest does, wrapped eagerly, and compiled by ``engine``; its
-    category, reason, and a note on how its examples ran."""
+    category, reason, and how its examples ran: ``{"note": how many were compiled,
+    "partly_eager": how many of those ran partly eagerly}`` (empty when it was skipped)."""
     eager_engine = Engine()
     reference = run_doctest(item, eager_engine, timeout)
     stopped = next((i for i, r in enumerate(reference) if r.status == "timeout"), None)
     if stopped is not None:
-        return "skip", f"the eager run: {_where(item, stopped)} timed out", ""
+        return "skip", f"the eager run: {_where(item, stopped)} timed out", {}
     plain: frozenset[int] = frozenset()
     for _ in range(_LIMITATION_ROUNDS):
         eager = run_doctest(item, eager_engine, timeout, plain)
@@ -260,17 +263,18 @@ def classify_doctest(item: DocTestItem, engine: Engine, timeout: float) -> tuple
         if unwrapped:
             first = min(unwrapped)
             reason = f"harness limitation: {_where(item, first)} differs after wrapped examples"
-            return "skip", reason, ""
+            return "skip", reason, {}
         plain |= differing
     else:
-        return "skip", "harness limitation: wrapped examples keep differing", ""
+        return "skip", "harness limitation: wrapped examples keep differing", {}
     engine.reset()
     try:
         compiled = run_doctest(item, engine, timeout, plain, compiled=True)
     finally:
         engine.reset()
     category, reason = _categorize(item, eager, compiled)
-    return category, reason, _note(item, eager, plain)
+    partly_eager = sum(bool(r.eager_parts) for r in compiled)
+    return category, reason, {"note": _note(item, eager, plain), "partly_eager": partly_eager}
 
 
 def _note(item: DocTestItem, eager: list[ExampleResult], differing: frozenset[int]) -> str:

@@ -151,7 +151,8 @@ def _side_by_side(table: dict[tuple[str, str], Counter[str]], files: list[str]) 
 
 
 def _doctests(results: list[dict[str, Any]], engines: list[str]) -> list[str]:
-    """Each doctest's category per engine, and how many of its examples were compiled."""
+    """Each doctest's category per engine (with how many of its compiled examples ran partly
+    eagerly), and how many of its examples were compiled."""
     found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in results:
         if r["test"].startswith("doctest:"):
@@ -162,9 +163,14 @@ def _doctests(results: list[dict[str, Any]], engines: list[str]) -> list[str]:
     out.append("|" + "---|" * (3 + len(engines)))
     for (file, test), by_engine in found.items():
         note = next((r["note"] for r in by_engine.values() if r.get("note")), "")
-        cells = [by_engine[e]["category"] if e in by_engine else "" for e in engines]
+        cells = [_doctest_cell(by_engine[e]) if e in by_engine else "" for e in engines]
         out.append(f"| {file} | `{test}` | {_escape(note)} | " + " | ".join(cells) + " |")
     return out
+
+
+def _doctest_cell(result: dict[str, Any]) -> str:
+    partly = result.get("partly_eager", 0)
+    return result["category"] + (f" ({partly} examples partly eager)" if partly else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ out.
 
 It writes JSON lines to RESULTS as it goes, flushed after each: first
 ``{"tests": [ids]}``, then one ``{"test", "category", "reason"}`` per test (a doctest's
-has a ``note`` too: how many of its examples were compiled). When the
+has ``note`` and ``partly_eager`` too: how many of its examples were compiled, and how
+many of those ran partly eagerly). When the
 process dies (a segfault) or is killed (the file's time ran out), the runner reads the
 lines that made it and knows which test was running.
 
@@ -32,7 +33,7 @@ import types
 import unittest
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .classify import classify_test
 from .doctests import DocTestItem, classify_doctest, doctest_items
@@ -123,9 +124,9 @@ def run_file(
     out.write(json.dumps({"tests": [ids[id(t)] for t in tests]}) + "\n")
     out.flush()
 
-    def emit(test: str, category: str, reason: str, note: str) -> None:
-        record = {"test": test, "category": category, "reason": reason}
-        out.write(json.dumps({**record, "note": note} if note else record) + "\n")
+    def emit(test: str, category: str, reason: str, details: dict[str, Any]) -> None:
+        record = {"test": test, "category": category, "reason": reason, **details}
+        out.write(json.dumps(record) + "\n")
         out.flush()
 
     module_error = _fixture(getattr(module, "setUpModule", None))
@@ -136,21 +137,22 @@ def run_file(
         if cls is not current:
             current = cls
             class_error = module_error or (_fixture(cls.setUpClass) if cls else None)
-        note, error = "", class_error
+        details: dict[str, Any] = {}
+        error = class_error
         if error is None:
             # a test that replaces builtins (``len``) and is cut short before its own
             # ``finally`` restores them would break every later test and the worker itself
             saved_builtins = dict(vars(builtins))
             try:
                 if isinstance(test, DocTestItem):
-                    category, reason, note = classify_doctest(test, engine, timeout)
+                    category, reason, details = classify_doctest(test, engine, timeout)
                 else:
                     category, reason = classify_test(*test, engine, timeout)
             finally:
                 _restore(vars(builtins), saved_builtins)
         else:
             category, reason = "skip", error
-        emit(ids[id(test)], category, reason, note)
+        emit(ids[id(test)], category, reason, details)
         following = tests[index + 1] if index + 1 < len(tests) else None
         last_of_class = (
             following is None or isinstance(following, DocTestItem) or following[0] is not cls

@@ -392,7 +392,11 @@ def test_the_eager_runs_give_the_results_of_doctests_own_runner() -> None:
 
 def test_a_doctest_is_classified_like_a_test_method() -> None:
     item = _doctest(">>> values = [1, 2]\n>>> sum(values)\n3\n")
-    assert classify_doctest(item, Engine(), 20) == ("passed", "", "2 examples, 2 compiled")
+    assert classify_doctest(item, Engine(), 20) == (
+        "passed",
+        "",
+        {"note": "2 examples, 2 compiled", "partly_eager": 0},
+    )
     category, reason, _ = classify_doctest(item, CompilesToNothing(), 20)
     assert category == "wrong"
     assert (
@@ -411,9 +415,10 @@ def test_a_doctest_is_classified_like_a_test_method() -> None:
 
 def test_an_example_that_differs_when_wrapped_runs_as_doctest_runs_it() -> None:
     item = _doctest(">>> locals() is globals()\nTrue\n>>> 1 + 1\n2\n")
-    category, reason, note = classify_doctest(item, Engine(), 20)
+    category, reason, details = classify_doctest(item, Engine(), 20)
     assert (category, reason) == ("passed", "")
-    assert note == "2 examples, 1 compiled; 1 differ wrapped (run uncompiled; docstring lines 1)"
+    note = "2 examples, 1 compiled; 1 differ wrapped (run uncompiled; docstring lines 1)"
+    assert details["note"] == note
 
 
 def test_an_example_that_cannot_be_wrapped_runs_uncompiled_for_every_engine() -> None:
@@ -422,7 +427,7 @@ def test_an_example_that_cannot_be_wrapped_runs_uncompiled_for_every_engine() ->
         "Traceback (most recent call last):\nSyntaxError: x\n>>> 2\n2\n"
     )
     assert classify_doctest(item, CompilesToNothing(), 20)[0] == "wrong"  # 2 is compiled
-    assert classify_doctest(item, Engine(), 20)[2] == (
+    assert classify_doctest(item, Engine(), 20)[2]["note"] == (
         "2 examples, 1 compiled; 1 cannot be wrapped (run uncompiled)"
     )
 
@@ -444,8 +449,8 @@ def test_a_value_shown_inside_a_loop_is_a_harness_break_left_out() -> None:
 @pytest.mark.parametrize("engine", COMPILERS)
 def test_a_graph_break_in_an_example_is_a_fallback_naming_the_example(engine: str) -> None:
     item = _doctest(">>> x = 1\n>>> class Point:\n...     x = 3\n>>> Point.x + x\n4\n")
-    category, reason, _ = classify_doctest(item, make_engine(engine), 20)
-    assert category == "fallback"
+    category, reason, details = classify_doctest(item, make_engine(engine), 20)
+    assert category == "fallback" and details["partly_eager"] == 1
     assert reason.startswith("1 of 3 compiled examples ran partly eagerly; example 2 ")
     assert "class" in reason.split("'class Point:'):")[1]
 
@@ -491,8 +496,10 @@ def test_the_docs_page_lists_each_doctest_with_its_examples_and_categories() -> 
         dict(engine=e, file="test_g", test="doctest:d", category=c, reason="", note=note)
         for e, c in (("sapwood", "passed"), ("dynamo", "fallback"))
     ]
+    results[1]["partly_eager"] = 1
     page = markdown(results, {**META, "files": ["test_g"]})
-    assert "| test_g | `doctest:d` | 3 examples, 2 compiled | passed | fallback |" in page
+    row = "| test_g | `doctest:d` | 3 examples, 2 compiled | passed | fallback (1 examples partly"
+    assert row in page
 
 
 def test_the_docs_page_counts_the_files_where_sapwood_passes_at_least_as_many() -> None:
