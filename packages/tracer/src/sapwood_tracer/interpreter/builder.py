@@ -102,6 +102,7 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
         or isinstance(obj, torch.nn.Module)
         or _is_plain_object(obj)
         or _is_live_iterator(obj)
+        or c_partial_base(type(obj)) is not None
     ):
         # One object reached through several sources is one value: later sources get an
         # alias guard, and what is read from the object is read (and guarded) once.
@@ -113,7 +114,8 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
     value = _make(tx, obj, source)
     tx.by_source[source] = value
     if isinstance(
-        value, (ModuleValue, ObjectValue, ListValue, DictValue, SetValue, LiveIteratorValue)
+        value,
+        (ModuleValue, ObjectValue, ListValue, DictValue, SetValue, LiveIteratorValue, PartialValue),
     ):
         tx.by_object[id(obj)] = (obj, value)
     return value
@@ -258,7 +260,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         args = wrap(tx, obj.args, AttrSource(source, "args"))
         kwargs = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
         assert isinstance(args, TupleValue) and isinstance(kwargs, DictValue)
-        return PartialValue(fn, args, kwargs, cls, source)
+        return PartialValue(fn, args, kwargs, cls, source, obj)
     if isinstance(obj, types.ModuleType):
         _id_match(tx, source, obj)
         return PyModuleValue(obj, source)
