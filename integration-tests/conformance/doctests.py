@@ -280,7 +280,7 @@ def classify_doctest(
 def _note(item: DocTestItem, eager: list[ExampleResult], differing: frozenset[int]) -> str:
     total = len(eager)
     compiled = sum(r.wrapped for r in eager)
-    note = f"{total} examples, {compiled} compiled"
+    note = f"{total} example{'' if total == 1 else 's'}, {compiled} compiled"
     cannot = total - compiled - len(differing) - sum(r.status == "skip" for r in eager)
     if cannot:
         note += f"; {cannot} cannot be wrapped (run uncompiled)"

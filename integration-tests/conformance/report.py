@@ -170,7 +170,7 @@ def _doctests(results: list[dict[str, Any]], engines: list[str]) -> list[str]:
 
 def _doctest_cell(result: dict[str, Any]) -> str:
     partly = result.get("partly_eager", 0)
-    return result["category"] + (f" ({partly} examples partly eager)" if partly else "")
+    return result["category"] + (f" (partly eager: {partly} examples)" if partly else "")
 
 
 def main(argv: list[str] | None = None) -> int:

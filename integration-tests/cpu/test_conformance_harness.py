@@ -498,7 +498,7 @@ def test_the_docs_page_lists_each_doctest_with_its_examples_and_categories() -> 
     ]
     results[1]["partly_eager"] = 1
     page = markdown(results, {**META, "files": ["test_g"]})
-    row = "| test_g | `doctest:d` | 3 examples, 2 compiled | passed | fallback (1 examples partly"
+    row = "| test_g | `doctest:d` | 3 examples, 2 compiled | passed | fallback (partly eager: 1 examples)"
     assert row in page
 
 
