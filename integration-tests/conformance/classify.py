@@ -27,7 +27,15 @@ from typing import Any
 from .assertions import assertions_run_eagerly
 from .engines import Engine
 
-__all__ = ["CATEGORIES", "Outcome", "TestTimeout", "categorize", "classify_test", "run_case"]
+__all__ = [
+    "CATEGORIES",
+    "Outcome",
+    "TestTimeout",
+    "categorize",
+    "classify_test",
+    "exception_line",
+    "run_case",
+]
 
 CATEGORIES = ("passed", "fallback", "failed-both", "wrong", "crash", "skip")
 
@@ -44,7 +52,7 @@ class Outcome:
     compiler_error: bool = False  # raised by the engine itself
 
 
-def _exception_line(exc: BaseException) -> str:
+def exception_line(exc: BaseException) -> str:
     """The exception's class and the first line of its message (an assertion's message can
     run over many lines; notes and hints after it are left out)."""
     cls = type(exc)
@@ -91,7 +99,7 @@ def run_case(
     except TestTimeout:
         return Outcome("timeout", f"timed out after {timeout:g} s")
     except BaseException as exc:
-        return Outcome(type(exc).__name__, _exception_line(exc), engine.is_own_error(exc))
+        return Outcome(type(exc).__name__, exception_line(exc), engine.is_own_error(exc))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

@@ -85,7 +85,11 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         "Each test method of CPython's own test files runs eagerly and with its body "
         "compiled (eager backend; `setUp`, `tearDown` and unittest's assertion methods stay "
-        "eager), each in a fresh `TestCase`. *passed*: same outcome, nothing ran eagerly; "
+        "eager), each in a fresh `TestCase`. Each doctest the file's `load_tests` adds "
+        "(`doctest:NAME`, one docstring's examples in order) is one test: every example "
+        "that can be made a function (its top-level names declared `global`) is compiled "
+        "and called, the others run as doctest runs them, and doctest's own runner checks "
+        "the output. *passed*: same outcome, nothing ran eagerly; "
         "*fallback*: same outcome, part of the body ran eagerly (a graph break, or a frame "
         "left to run eagerly); *failed-both*: the same failure both ways; *wrong*: a "
         "different outcome, not raised by the compiler; *crash*: an error of the compiler "
@@ -97,7 +101,10 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"- command: `{meta.get('command', '?')}`",
         f"- per-test timeout: {meta.get('timeout', '?')} s",
     ]
-    missing = [f for f in meta.get("files", files) if f not in files]
+    empty = [f for f in meta.get("no_tests", ()) if f not in files]
+    if empty:
+        out.append(f"- no test to run (none collected, or none matched): {', '.join(empty)}")
+    missing = [f for f in meta.get("files", files) if f not in files and f not in empty]
     if missing:
         out.append(f"- **partial run**: not run (time ran out): {', '.join(missing)}")
     out += ["", "## Counts per file", ""]
@@ -112,6 +119,7 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         out.append(f"| {f} | " + " | ".join(cells) + " |")
     if "sapwood" in engines and "dynamo" in engines:
         out += _side_by_side(table, files)
+    out += _doctests(results, engines)
     for category in ("wrong", "crash"):
         listed = [r for r in results if r["engine"] == "sapwood" and r["category"] == category]
         out += ["", f"## sapwood {category} ({len(listed)})", ""]
@@ -140,6 +148,29 @@ def _side_by_side(table: dict[tuple[str, str], Counter[str]], files: list[str]) 
     out.append(f"| **total** | {total_mine} | {total_theirs} |")
     out += ["", f"sapwood's passed count is at least Dynamo's on {at_least} of {compared} files."]
     return out
+
+
+def _doctests(results: list[dict[str, Any]], engines: list[str]) -> list[str]:
+    """Each doctest's category per engine (with how many of its compiled examples ran partly
+    eagerly), and how many of its examples were compiled."""
+    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if r["test"].startswith("doctest:"):
+            found.setdefault((r["file"], r["test"]), {})[r["engine"]] = r
+    if not found:
+        return []
+    out = ["", "## Doctests", "", "| file | doctest | examples | " + " | ".join(engines) + " |"]
+    out.append("|" + "---|" * (3 + len(engines)))
+    for (file, test), by_engine in found.items():
+        note = next((r["note"] for r in by_engine.values() if r.get("note")), "")
+        cells = [_doctest_cell(by_engine[e]) if e in by_engine else "" for e in engines]
+        out.append(f"| {file} | `{test}` | {_escape(note)} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _doctest_cell(result: dict[str, Any]) -> str:
+    partly = result.get("partly_eager", 0)
+    return result["category"] + (f" (partly eager: {partly} examples)" if partly else "")
 
 
 def main(argv: list[str] | None = None) -> int:

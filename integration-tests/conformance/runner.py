@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         found = run_worker(engine, file, args.out, args.timeout, args.file_timeout, args.match)
         with lock:
             done[job] = found
+            if not found:  # the worker collected no test (none matched, or none there)
+                meta["no_tests"] = sorted({*meta.get("no_tests", ()), file})
             results = [r for j in jobs if j in done for r in done[j]]
             _write_json(args.out / "results.json", meta, results)
         counts = {c: sum(r["category"] == c for r in found) for c in ("passed", "wrong", "crash")}

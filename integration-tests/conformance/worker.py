@@ -1,12 +1,17 @@
 """One test file under one engine, in the process that runs it.
 
 ``python -m conformance.worker ENGINE FILE RESULTS [--timeout S] [--match REGEX]``
-imports ``test.FILE`` (or a dotted module name, or a ``.py`` file's path), collects its tests with ``unittest.TestLoader().loadTestsFromModule``
-(so ``load_tests`` is honoured) and keeps ``TestCase`` methods only: doctests and
-unittest's placeholders for tests that failed to load are left out.
+imports ``test.FILE`` (or a dotted module name, or a ``.py`` file's path), collects its tests with
+``unittest.TestLoader().loadTestsFromModule`` (so ``load_tests`` is honoured): the
+``TestCase`` methods, and the doctests that ``load_tests`` added with ``DocTestSuite``,
+each ``DocTest`` one test (:mod:`conformance.doctests`), named after it
+(``doctest:__test__.doctests``). unittest's placeholders for tests that failed to load are left
+out.
 
 It writes JSON lines to RESULTS as it goes, flushed after each: first
-``{"tests": [ids]}``, then one ``{"test", "category", "reason"}`` per test. When the
+``{"tests": [ids]}``, then one ``{"test", "category", "reason"}`` per test (a doctest's
+has ``note`` and ``partly_eager`` too: how many of its examples were compiled, and how
+many of those ran partly eagerly). When the
 process dies (a segfault) or is killed (the file's time ran out), the runner reads the
 lines that made it and knows which test was running.
 
@@ -28,9 +33,10 @@ import types
 import unittest
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .classify import classify_test
+from .doctests import DocTestItem, classify_doctest, doctest_items
 from .engines import ENGINES, make_engine
 
 __all__ = ["collect", "import_tests", "main", "module_name", "run_file"]
@@ -62,13 +68,21 @@ def _cases(suite: unittest.TestSuite) -> Iterator[unittest.TestCase]:
             yield item
 
 
-def collect(module: object) -> list[tuple[type[unittest.TestCase], str]]:
-    """The (class, method name) of every TestCase method of ``module``, in loader order."""
+Test = tuple[type[unittest.TestCase], str] | DocTestItem
+
+
+def collect(module: types.ModuleType) -> list[Test]:
+    """Every test of ``module`` in loader order: the (class, method name) of a TestCase
+    method, or a doctest."""
     suite = unittest.TestLoader().loadTestsFromModule(module)
-    tests = []
+    tests: list[Test] = []
     for case in _cases(suite):
         cls = type(case)
-        if isinstance(case, (doctest.DocTestCase, unittest.FunctionTestCase)):
+        if isinstance(case, doctest.DocTestCase):
+            if case._dt_test.examples:
+                tests.append(doctest_items(case))
+            continue
+        if isinstance(case, unittest.FunctionTestCase):
             continue
         if cls.__module__.startswith("unittest"):
             continue  # _FailedTest and other loader placeholders
@@ -76,7 +90,12 @@ def collect(module: object) -> list[tuple[type[unittest.TestCase], str]]:
     return tests
 
 
-def test_id(cls: type, name: str) -> str:
+def test_id(test: Test, module: str = "") -> str:
+    """``Class.method``, or ``doctest:`` and a doctest's name without its module's
+    (``doctest:__test__.doctests``; ``--match '^doctest:'`` selects the doctests)."""
+    if isinstance(test, DocTestItem):
+        return "doctest:" + (test.name.removeprefix(f"{module}.") if module else test.name)
+    cls, name = test
     return f"{cls.__qualname__}.{name}"
 
 
@@ -100,35 +119,45 @@ def run_file(
         out.flush()
         return
     pattern = re.compile(match) if match else None
-    tests = [t for t in tests if pattern is None or pattern.search(test_id(*t))]
-    out.write(json.dumps({"tests": [test_id(*t) for t in tests]}) + "\n")
+    ids = {id(t): test_id(t, module.__name__) for t in tests}
+    tests = [t for t in tests if pattern is None or pattern.search(ids[id(t)])]
+    out.write(json.dumps({"tests": [ids[id(t)] for t in tests]}) + "\n")
     out.flush()
 
-    def emit(test: str, category: str, reason: str) -> None:
-        out.write(json.dumps({"test": test, "category": category, "reason": reason}) + "\n")
+    def emit(test: str, category: str, reason: str, details: dict[str, Any]) -> None:
+        record = {"test": test, "category": category, "reason": reason, **details}
+        out.write(json.dumps(record) + "\n")
         out.flush()
 
     module_error = _fixture(getattr(module, "setUpModule", None))
     current: type | None = None
     class_error: str | None = None
-    for index, (cls, name) in enumerate(tests):
+    for index, test in enumerate(tests):
+        cls = None if isinstance(test, DocTestItem) else test[0]
         if cls is not current:
             current = cls
-            class_error = module_error or _fixture(cls.setUpClass)
+            class_error = module_error or (_fixture(cls.setUpClass) if cls else None)
+        details: dict[str, Any] = {}
         error = class_error
         if error is None:
             # a test that replaces builtins (``len``) and is cut short before its own
             # ``finally`` restores them would break every later test and the worker itself
             saved_builtins = dict(vars(builtins))
             try:
-                category, reason = classify_test(cls, name, engine, timeout)
+                if isinstance(test, DocTestItem):
+                    category, reason, details = classify_doctest(test, engine, timeout)
+                else:
+                    category, reason = classify_test(*test, engine, timeout)
             finally:
                 _restore(vars(builtins), saved_builtins)
         else:
             category, reason = "skip", error
-        emit(test_id(cls, name), category, reason)
-        last_of_class = index + 1 == len(tests) or tests[index + 1][0] is not cls
-        if last_of_class and class_error is None:
+        emit(ids[id(test)], category, reason, details)
+        following = tests[index + 1] if index + 1 < len(tests) else None
+        last_of_class = (
+            following is None or isinstance(following, DocTestItem) or following[0] is not cls
+        )
+        if cls is not None and last_of_class and class_error is None:
             _fixture(cls.tearDownClass)
     if module_error is None:
         _fixture(getattr(module, "tearDownModule", None))

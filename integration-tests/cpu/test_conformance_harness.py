@@ -9,6 +9,7 @@ same calls. Process isolation is checked with a worker that segfaults.
 
 from __future__ import annotations
 
+import doctest
 import os
 import signal
 import sys
@@ -19,10 +20,12 @@ from typing import Any
 import pytest
 from conformance.assertions import WRAPPED_METHODS, assertions_run_eagerly
 from conformance.classify import Outcome, categorize, classify_test
+from conformance.doctests import DocTestItem, classify_doctest, run_doctest
 from conformance.engines import Engine, make_engine
 from conformance.report import markdown, text_table
 from conformance.runner import main as conformance_main
 from conformance.runner import run_worker
+from conformance.wrapping import wrap_example
 
 
 class Plain(unittest.TestCase):
@@ -282,6 +285,186 @@ def test_the_exit_status_gates_on_sapwood_wrong_or_crash(tmp_path: Path) -> None
     assert (tmp_path / "results.json").exists()
 
 
+def _doctest(text: str, name: str = "sample", **options: Any) -> DocTestItem:
+    test = doctest.DocTestParser().get_doctest(text, {}, name, "<sample>", 0)
+    return DocTestItem(test, **options)
+
+
+def _shown(source: str, globs: dict[str, Any], call: Any = None) -> str:
+    """What running the wrapped example prints, as the prompt would show it."""
+    wrapped = wrap_example(source, "<example>", globs)
+    assert wrapped is not None
+    printed: list[str] = []
+    saved = sys.displayhook
+    sys.displayhook = lambda value: value is None or printed.append(repr(value))
+    try:
+        wrapped.run(call or (lambda fn, *args: fn(*args)), sys.displayhook)
+    finally:
+        sys.displayhook = saved
+    return " ".join(printed)
+
+
+def test_a_wrapped_example_binds_its_names_in_the_doctest_globals() -> None:
+    globs: dict[str, Any] = {}
+    assert _shown("x = 20", globs) == ""
+    assert _shown("[x for x in range(3)]", globs) == "[0, 1, 2]"
+    assert _shown("y = sum(x * x for x in range(4)); x + y", globs) == "34"
+    assert (globs["x"], globs["y"]) == (20, 14)
+    _shown("del y", globs)
+    assert "y" not in globs
+
+
+def test_a_wrapped_example_shows_each_expression_statement_as_the_prompt_does() -> None:
+    # in "single" mode, every expression statement outside a def or class is shown
+    source = "for i in range(3):\n    i * 10\n    if i == 1: 'one'\n"
+    assert _shown(source, {}) == "0 10 'one' 20"
+    assert _shown("def f():\n    'not shown'\n", {}) == ""
+    assert _shown("None", {}) == ""
+
+
+def test_a_wrapped_example_keeps_the_qualified_names_of_the_prompt() -> None:
+    globs: dict[str, Any] = {}
+    _shown("def f(n):\n    return (i for i in range(n))\n", globs)
+    _shown("class C:\n    def m(self): pass\n", globs)
+    _shown("g = (i for i in ()); h = lambda: 0", globs)
+    assert globs["f"].__qualname__ == "f" and globs["f"](1).__qualname__ == "f.<locals>.<genexpr>"
+    assert globs["C"].__qualname__ == "C" and globs["C"].m.__qualname__ == "C.m"
+    assert globs["g"].__qualname__ == "<genexpr>" and globs["h"].__qualname__ == "<lambda>"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "*a = range(3)",  # a syntax error the test expects: it must stay one
+        "yield 1",
+        "return 1",
+        "from os.path import *",
+        "x: int = 1",
+        "a = 1\nb = 2\n",  # two statements: not one prompt
+    ],
+)
+def test_an_example_that_cannot_be_a_function_is_not_wrapped(source: str) -> None:
+    assert wrap_example(source, "<example>", {}) is None
+
+
+def test_the_eager_runs_give_the_results_of_doctests_own_runner() -> None:
+    text = """
+    >>> import sys
+    >>> x = [1, 2]
+    >>> x.append(3); x
+    [1, 2, 3]
+    >>> print(len(x)); len(x) * 2
+    3
+    6
+    >>> x  # doctest: +SKIP
+    not checked
+    >>> object()  # doctest: +ELLIPSIS
+    <object object at ...>
+    >>> x.pop(7)
+    Traceback (most recent call last):
+    IndexError: pop index out of range
+    >>> x.pop(7)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    IndexError: another message
+    >>> x
+    [1, 2, 3]
+    >>> {}[1]
+    Traceback (most recent call last):
+    ValueError: 1
+    >>> undefined
+    """
+    item = _doctest(text)
+    expected = doctest.DocTestRunner(verbose=False).run(_doctest(text).test, out=lambda s: None)
+    statuses = {}
+    for plain in (None, frozenset()):
+        results = run_doctest(item, Engine(), 20, plain)
+        statuses[plain] = [r.status for r in results]
+        assert sum(s not in ("ok", "skip") for s in statuses[plain]) == expected.failed
+    assert statuses[None] == statuses[frozenset()]
+    assert statuses[None] == [
+        *["ok"] * 4,
+        "skip",
+        *["ok"] * 4,
+        "KeyError",  # where a ValueError was expected
+        "NameError",
+    ]
+
+
+def test_a_doctest_is_classified_like_a_test_method() -> None:
+    item = _doctest(">>> values = [1, 2]\n>>> sum(values)\n3\n")
+    assert classify_doctest(item, Engine(), 20) == (
+        "passed",
+        "",
+        {"note": "2 examples, 2 compiled", "partly_eager": 0},
+    )
+    category, reason, _ = classify_doctest(item, CompilesToNothing(), 20)
+    assert category == "wrong"
+    assert (
+        reason
+        == "example 2 (docstring line 2, 'sum(values)'): eager: ok; compiled: printed nothing"
+    )
+    category, reason, _ = classify_doctest(item, RaisesOwnError(), 20)
+    assert category == "crash" and reason.endswith("OwnError: the compiler gave up")
+    assert classify_doctest(item, HangsWhenCompiled(), 0.2)[:2] == (
+        "crash",
+        "example 1 (docstring line 1, 'values = [1, 2]'): timed out after 0.2 s",
+    )
+    failing = _doctest(">>> 1 + 1\n3\n")
+    assert classify_doctest(failing, Engine(), 20)[0] == "failed-both"
+
+
+def test_an_example_that_differs_when_wrapped_runs_as_doctest_runs_it() -> None:
+    item = _doctest(">>> locals() is globals()\nTrue\n>>> 1 + 1\n2\n")
+    category, reason, details = classify_doctest(item, Engine(), 20)
+    assert (category, reason) == ("passed", "")
+    note = "2 examples, 1 compiled; 1 differ wrapped (run uncompiled; docstring lines 1)"
+    assert details["note"] == note
+
+
+def test_an_example_that_cannot_be_wrapped_runs_uncompiled_for_every_engine() -> None:
+    item = _doctest(
+        ">>> *a = range(3)  # doctest: +IGNORE_EXCEPTION_DETAIL\n"
+        "Traceback (most recent call last):\nSyntaxError: x\n>>> 2\n2\n"
+    )
+    assert classify_doctest(item, CompilesToNothing(), 20)[0] == "wrong"  # 2 is compiled
+    assert classify_doctest(item, Engine(), 20)[2]["note"] == (
+        "2 examples, 1 compiled; 1 cannot be wrapped (run uncompiled)"
+    )
+
+
+@pytest.mark.parametrize("engine", COMPILERS)
+def test_a_doctest_compiled_without_break_is_passed(engine: str) -> None:
+    text = ">>> values = [1, 2, 3]\n>>> def double(x):\n...     return 2 * x\n"
+    text += ">>> total = double(sum(values))\n>>> total, values[0]\n(12, 1)\n"
+    assert classify_doctest(_doctest(text), make_engine(engine), 20)[:2] == ("passed", "")
+
+
+def test_a_value_shown_inside_a_loop_is_a_harness_break_left_out() -> None:
+    # (Dynamo runs this frame eagerly: its resume function in the loop does not find the
+    # global ``v`` it stored before the break)
+    text = ">>> values = [1, 2, 3]\n>>> for v in values:\n...     v * 10\n10\n20\n30\n"
+    assert classify_doctest(_doctest(text), make_engine("sapwood"), 20)[:2] == ("passed", "")
+
+
+@pytest.mark.parametrize("engine", COMPILERS)
+def test_a_graph_break_in_an_example_is_a_fallback_naming_the_example(engine: str) -> None:
+    item = _doctest(">>> x = 1\n>>> class Point:\n...     x = 3\n>>> Point.x + x\n4\n")
+    category, reason, details = classify_doctest(item, make_engine(engine), 20)
+    assert category == "fallback" and details["partly_eager"] == 1
+    assert reason.startswith("1 of 3 compiled examples ran partly eagerly; example 2 ")
+    assert "class" in reason.split("'class Point:'):")[1]
+
+
+def test_the_worker_collects_the_doctests_that_load_tests_adds(tmp_path: Path) -> None:
+    sample = str(Path(__file__).with_name("conformance_doctest_sample.py"))
+    results = run_worker("eager", sample, tmp_path, 20, 120)
+    assert [(r["test"], r["category"]) for r in results] == [
+        ("doctest:__test__.examples", "passed"),
+        ("doctest:__test__.with_class", "passed"),
+    ]
+    assert results[0]["note"] == "6 examples, 6 compiled"
+
+
 SAMPLE = [
     dict(engine="sapwood", file="test_x", test="A.test_1", category="passed", reason=""),
     dict(engine="sapwood", file="test_x", test="A.test_2", category="wrong", reason="x | y"),
@@ -298,6 +481,25 @@ def test_the_docs_page_has_a_row_per_file_the_totals_and_sapwood_wrong_tests() -
     assert "- `test_x` `A.test_2`: x \\| y" in page
     assert "not run (time ran out): test_y" in page
     assert "Python 3.11, torch 2.13" in page
+
+
+def test_the_docs_page_tells_a_file_without_tests_from_one_not_run() -> None:
+    meta = {**META, "files": ["test_x", "test_y", "test_z"], "no_tests": ["test_y"]}
+    page = markdown(SAMPLE, meta)
+    assert "no test to run (none collected, or none matched): test_y" in page
+    assert "not run (time ran out): test_z" in page
+
+
+def test_the_docs_page_lists_each_doctest_with_its_examples_and_categories() -> None:
+    note = "3 examples, 2 compiled"
+    results = [
+        dict(engine=e, file="test_g", test="doctest:d", category=c, reason="", note=note)
+        for e, c in (("sapwood", "passed"), ("dynamo", "fallback"))
+    ]
+    results[1]["partly_eager"] = 1
+    page = markdown(results, {**META, "files": ["test_g"]})
+    row = "| test_g | `doctest:d` | 3 examples, 2 compiled | passed | fallback (partly eager: 1 examples)"
+    assert row in page
 
 
 def test_the_docs_page_counts_the_files_where_sapwood_passes_at_least_as_many() -> None:

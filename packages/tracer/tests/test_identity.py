@@ -3,6 +3,9 @@ trace knows (one value, or torch returned the very input), equal to eager, in on
 
 from __future__ import annotations
 
+import functools
+import weakref
+
 import pytest
 import torch
 
@@ -121,3 +124,66 @@ def test_tiny_transformer_is_one_graph_equal_to_eager(check):
         return model(src, tgt)
 
     check(fn, (src, tgt), (torch.randn(5, 2, 16), torch.randn(4, 2, 16)), graphs=1)
+
+
+def _squares(n):
+    return (i * i for i in range(n))
+
+
+def _compile_eager(fn):
+    return sapwood_tracer.compile(fn, backend=lambda gm, example_inputs: gm.forward)
+
+
+def test_one_generator_reached_through_two_inputs_is_the_same_object():
+    def fn(a, b):
+        return a is b, a is not b
+
+    compiled = _compile_eager(fn)
+    g, h = _squares(3), _squares(3)
+    for args in [(g, g), (g, h), (h, h), (h, g)]:  # the answer changes with the aliasing
+        assert compiled(*args) == fn(*args)
+    report = sapwood_tracer.explain(fn)(g, g)
+    assert not report.breaks and not report.eager_functions
+
+
+def test_a_weak_reference_to_a_generator_gives_that_generator():
+    def fn(ref, g):
+        return ref() is g
+
+    compiled = _compile_eager(fn)
+    g, h = _squares(4), _squares(4)
+    for args in [(weakref.ref(g), g), (weakref.ref(h), g), (weakref.ref(g), g)]:
+        assert compiled(*args) == fn(*args)
+    assert list(g) == [0, 1, 4, 9]  # the identity test took no item
+    report = sapwood_tracer.explain(fn)(weakref.ref(h), h)
+    assert not report.breaks and not report.eager_functions
+
+
+def _one():
+    return 1
+
+
+def _two():
+    return 2
+
+
+@pytest.mark.parametrize(
+    "same, other",
+    [(_one, _two), (functools.partial(_one), functools.partial(_two))],
+    ids=["function", "partial"],
+)
+def test_a_function_or_partial_reached_through_two_inputs_is_the_same_object(same, other):
+    def fn(a, b):
+        return a is b, a is not b
+
+    def through_a_weak_reference(ref, b):
+        return ref() is b
+
+    compiled = _compile_eager(fn)
+    for args in [(same, same), (same, other), (other, other), (other, same)]:
+        assert compiled(*args) == fn(*args)
+    compiled_ref = _compile_eager(through_a_weak_reference)
+    for args in [(weakref.ref(same), same), (weakref.ref(same), other)]:
+        assert compiled_ref(*args) == through_a_weak_reference(*args)
+    report = sapwood_tracer.explain(fn)(same, same)
+    assert not report.breaks and not report.eager_functions

@@ -259,8 +259,10 @@ def _emit_mutations(
                 f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
                 for k, v in container.entries.values()
             )
-            em.lines.append(f"{indent}{target}.clear()")
-            em.lines.append(f"{indent}{target}.update([{pairs}])")
+            # dict's own methods: a subclass's overrides (Counter.update adds) already ran in
+            # the trace, what is written back is the entries it left
+            em.lines.append(f"{indent}{em.const(dict.clear)}({target})")
+            em.lines.append(f"{indent}{em.const(dict.update)}({target}, [{pairs}])")
     for cell in effects.cells.values():
         assert isinstance(cell, RealCellValue) and cell.stored is not None
         target = emit_cell(em, cell, indent)

@@ -97,7 +97,13 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
     known = tx.by_source.get(source)
     if known is not None:
         return known
-    if type(obj) in _SHARED_KINDS or isinstance(obj, torch.nn.Module) or _is_plain_object(obj):
+    if (
+        type(obj) in _SHARED_KINDS
+        or isinstance(obj, torch.nn.Module)
+        or _is_plain_object(obj)
+        or _is_live_iterator(obj)
+        or c_partial_base(type(obj)) is not None
+    ):
         # One object reached through several sources is one value: later sources get an
         # alias guard, and what is read from the object is read (and guarded) once.
         seen = tx.by_object.get(id(obj))
@@ -107,7 +113,10 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
             return seen[1]
     value = _make(tx, obj, source)
     tx.by_source[source] = value
-    if isinstance(value, (ModuleValue, ObjectValue, ListValue, DictValue, SetValue)):
+    if isinstance(
+        value,
+        (ModuleValue, ObjectValue, ListValue, DictValue, SetValue, LiveIteratorValue, PartialValue),
+    ):
         tx.by_object[id(obj)] = (obj, value)
     return value
 
@@ -251,7 +260,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         args = wrap(tx, obj.args, AttrSource(source, "args"))
         kwargs = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
         assert isinstance(args, TupleValue) and isinstance(kwargs, DictValue)
-        return PartialValue(fn, args, kwargs, cls, source)
+        return PartialValue(fn, args, kwargs, cls, source, obj)
     if isinstance(obj, types.ModuleType):
         _id_match(tx, source, obj)
         return PyModuleValue(obj, source)
@@ -260,7 +269,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return _callable_value(tx, obj, source)
     if _is_live_iterator(obj):
         _type_match(tx, source, obj)
-        return LiveIteratorValue(cls, source)
+        return LiveIteratorValue(obj, source)
     if isinstance(obj, types.CoroutineType):
         raise Unsupported(f"a {cls.__name__} object as an input")
     if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj) or cls is property:

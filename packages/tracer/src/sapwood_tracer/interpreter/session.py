@@ -41,7 +41,12 @@ from ..values.exceptions import (
     exception_value,
     python_error,
 )
-from ..values.functions import FunctionValue, RealCellValue
+from ..values.functions import (
+    ConstantResultFunctionValue,
+    FunctionValue,
+    RealCellValue,
+    UserFunctionValue,
+)
 from ..values.generators import GeneratorValue
 from ..values.identity import guard_distinct
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
@@ -52,6 +57,10 @@ from .frame import FrameSuspend, SymbolicFrame, format_user_stack
 from .side_effects import SideEffects
 
 __all__ = ["TraceSession"]
+
+
+#: Values of the inputs whose object's identity is guarded (``ID_MATCH``) by the builder.
+_ID_GUARDED = (UserFunctionValue, ConstantResultFunctionValue)
 
 
 class TraceSession:
@@ -316,6 +325,8 @@ class TraceSession:
         obj = getattr(value, "obj", None)
         if obj is None:
             obj = getattr(value, "module", None)
+        if obj is None and value.source is not None and isinstance(value, _ID_GUARDED):
+            obj = value.fn  # a function from the inputs: its identity is guarded
         if obj is not None:
             return ("__object__", id(obj))
         return ("__value__", id(value))

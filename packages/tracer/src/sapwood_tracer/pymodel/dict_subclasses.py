@@ -35,48 +35,11 @@ from ..errors import Unsupported
 from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import ConstantValue, Context, IteratorValue, Value
 from ..values.containers import DictValue, ListValue, TupleValue
+from ..values.dict_storage import python_dict_subclass
 from ..values.sets import SetValue
 from .builtins import handles
 
 __all__ = ["construct_dict_subclass", "delete_item", "python_dict_subclass"]
-
-_HEAPTYPE = 1 << 9
-
-#: special methods the model applies on dict's storage without looking at the class
-_APPLIED_WITHOUT_LOOKUP = frozenset(
-    {
-        "__new__",
-        "__getitem__",
-        "__setitem__",
-        "__contains__",
-        "__len__",
-        "__iter__",
-        "__reversed__",
-        "__bool__",
-        "__getattribute__",
-        "__getattr__",
-        "__setattr__",
-        "__delattr__",
-        "__del__",
-        "__format__",
-        "__sizeof__",
-    }
-)
-
-
-def python_dict_subclass(cls: type) -> bool:
-    """Whether instances of ``cls`` may be built in the trace (see the module docstring)."""
-    if type(cls) is not type or cls is dict or not issubclass(cls, dict):
-        return False
-    for klass in cls.__mro__:
-        if klass is dict:
-            return True
-        if not klass.__flags__ & _HEAPTYPE or _APPLIED_WITHOUT_LOOKUP.intersection(klass.__dict__):
-            return False
-        if klass.__dict__.get("__hash__", None) is not None:
-            return False  # hashing a dict subclass: not modelled
-
-    return False
 
 
 def construct_dict_subclass(

@@ -28,6 +28,7 @@ from .base import (
     Value,
     attribute_missing,
 )
+from .dict_storage import mutable_input_dict
 from .dunders import call_special, has_special, is_special, special_method
 from .list_iterators import ListValueIterator, SliceValue, list_iterator_at
 from .views import DictIteratorValue, DictViewValue
@@ -377,7 +378,7 @@ class DictValue(Value):
 
     def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
-            if self.cls is not dict and not _replays_as_dict(self.cls):
+            if self.cls is not dict and not mutable_input_dict(self.cls):
                 raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
             # a dict from the inputs: its final contents are written back after the graph
             tx.side_effects.mutate_container(self)
@@ -589,12 +590,3 @@ def filled_dict(cls: type, pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     out = dict.__new__(cls)
     dict.update(out, pairs)
     return out  # type: ignore[no-any-return]
-
-
-def _replays_as_dict(cls: type) -> bool:
-    """Whether an input of the dict subclass ``cls`` mutated by the trace is written back
-    exactly by dict's ``clear`` and ``update`` (the subclass keeps dict's mutators)."""
-    return issubclass(cls, dict) and all(
-        getattr(cls, name) is getattr(dict, name)
-        for name in ("clear", "update", "__setitem__", "__delitem__", "pop", "setdefault")
-    )

@@ -25,13 +25,16 @@ class LiveIteratorValue(IteratorValue):
     the caller passed). Guarded by type only: its position and items are unknown, so the
     trace stops where the next item is needed (``FOR_ITER``: a ``next`` graph break) and
     every other use of it is refused (a graph break), while passing it on keeps its identity.
+    Its object is kept for identity only (``is``): one object reached through two sources
+    (a global and a weak reference's target) is one value, behind an alias guard.
     """
 
-    __slots__ = ("cls",)
+    __slots__ = ("cls", "obj")
 
-    def __init__(self, cls: type, source: Any) -> None:
+    def __init__(self, obj: Any, source: Any) -> None:
         super().__init__(source)
-        self.cls = cls
+        self.cls = type(obj)
+        self.obj = obj
 
     def python_type(self) -> type:
         return self.cls

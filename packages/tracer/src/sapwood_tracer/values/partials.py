@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import types
+from typing import Any
 
 from sapwood_graph import Source
 
@@ -60,9 +61,11 @@ def c_partial_base(cls: type) -> type | None:
 
 
 class PartialValue(Value):
-    """A partial object: ``cls`` is its class, the C type or a plain subclass of it."""
+    """A partial object: ``cls`` is its class, the C type or a plain subclass of it. One from
+    the inputs keeps its object (``obj``) for identity only (``is``); one made in the trace
+    has none."""
 
-    __slots__ = ("args", "cls", "fn", "keywords")
+    __slots__ = ("args", "cls", "fn", "keywords", "obj")
 
     def __init__(
         self,
@@ -71,12 +74,14 @@ class PartialValue(Value):
         keywords: DictValue,
         cls: type = functools.partial,
         source: Source | None = None,
+        obj: Any = None,
     ) -> None:
         super().__init__(source)
         self.fn = fn
         self.args = args
         self.keywords = keywords
         self.cls = cls
+        self.obj = obj
 
     def describe(self) -> str:
         return f"{self.cls.__name__}({self.fn.describe()})"
