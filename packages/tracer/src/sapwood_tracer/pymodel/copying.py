@@ -148,23 +148,24 @@ def _atomic(kind: type) -> bool:
 @handles(copy.deepcopy)
 def _deepcopy(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``copy.deepcopy(x)`` (see the module)."""
-    if len(args) != 1 or kwargs:
-        raise Unsupported("copy.deepcopy with a memo")
-    copier = _DeepCopier(tx)
-    try:
-        result = copier.copy(args[0])
-    except TracedException:
-        raise
-    except Unsupported:
-        # what the model does not cover (a memo passed in, a class's own __deepcopy__, ...)
-        # runs copy.py's own code, traced as any other: it may break there
-        original = UserFunctionValue(copy.deepcopy, held(copy.deepcopy, "copy.deepcopy"))
-        return tx.call(original, args, kwargs)
-    if len(copier.sourced) > 1:
-        # the objects the memo told apart must stay apart on later calls
-        sources = tuple(copier.sourced)
-        tx.guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource(sources), len(sources))
-    return result
+    if len(args) == 1 and not kwargs:
+        copier = _DeepCopier(tx)
+        try:
+            result = copier.copy(args[0])
+        except TracedException:
+            raise
+        except Unsupported:
+            pass
+        else:
+            if len(copier.sourced) > 1:
+                # the objects the memo told apart must stay apart on later calls
+                sources = tuple(copier.sourced)
+                tx.guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource(sources), len(sources))
+            return result
+    # what the model does not cover (a memo passed in, a class's own __deepcopy__, ...) runs
+    # copy.py's own code, traced as any other: it may break there
+    original = UserFunctionValue(copy.deepcopy, held(copy.deepcopy, "copy.deepcopy"))
+    return tx.call(original, args, kwargs)
 
 
 class _DeepCopier:
@@ -216,7 +217,8 @@ class _DeepCopier:
             made = DictValue({})
             self._remember(value, made)
             for key, item in list(value.entries.values()):
-                made.setitem(tx, self.copy(key), self.copy(item))
+                copied_item = self.copy(item)  # (``y[deepcopy(k)] = deepcopy(v)``: v first)
+                made.setitem(tx, self.copy(key), copied_item)
             return made
         if isinstance(value, (NewObjectValue, ObjectValue)) and _plain_reduction(tx, kind):
             made = NewObjectValue(kind)
