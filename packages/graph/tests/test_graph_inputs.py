@@ -160,3 +160,19 @@ def test_release_lets_the_example_inputs_die_and_refuses_new_nodes():
         og.create_graph_input(LocalSource("z"), torch.randn(1))
     (out,) = compiled(torch.full((2,), -1.0))
     assert out.tolist() == [0.0, 0.0]
+
+
+def test_a_derived_input_takes_the_callers_fake_and_gets_no_guard():
+    og = OutputGraph()
+    t = torch.randn(4, 3)
+    base = og.create_graph_input(X, t, dynamic_dims=[0]).node.meta["example_value"]
+    with og.fake_mode:
+        fake = base[:, None]
+    derived = LocalSource("leaf")
+    proxy = og.create_derived_input(derived, t[:, None], fake)
+    assert proxy.node.meta["example_value"] is fake
+    (info,) = [i for i in og.graph_inputs if i.source == derived]
+    assert info.dynamic_dims == frozenset({0})
+    assert not og.guards.about(derived)
+    with pytest.raises(GraphInputError):
+        og.create_derived_input(derived, t[:, None], fake)

@@ -126,12 +126,19 @@ def test_compiled_functions_and_modules_called_from_traced_code_are_traced_throu
     assert backend.count == 1
 
 
+class _Slotted:
+    __slots__ = ("k",)
+
+    def __init__(self):
+        self.k = 1
+
+
 def test_errors_inside_library_code_name_the_users_line():
     import copy
 
     def fn(x):
-        cfg = copy.deepcopy({"k": 1})
-        return x * cfg["k"]
+        cfg = copy.copy(_Slotted())  # (an object with slots: copy.py reduces it)
+        return x * cfg.k
 
     with pytest.raises(
         sapwood_tracer.Unsupported, match=r"copy\.py:\d+, reached from .*test_api\.py:\d+"

@@ -169,6 +169,25 @@ class OutputGraph:
             return self._add_input(source, value, fake, "symint", symbol=symbol)
         return self._add_input(source, value, value, "value")
 
+    @shielded
+    def create_derived_input(
+        self, source: Source, example: torch.Tensor, fake: Any
+    ) -> torch.fx.Proxy:
+        """The placeholder proxy for a tensor the caller makes from other graph inputs before
+        each call (found at ``source``; ``example`` is the one made for this trace).
+
+        ``fake`` is its fake value, made by the caller from those inputs' fakes, so its sizes
+        are expressions of their symbols. It gets no guard of its own: its properties follow
+        from the guards of the inputs it is made from.
+        """
+        self._check_not_compiled()
+        if self.current_tracer is not self.root:
+            raise GraphInputError("graph inputs belong to the root graph")
+        if source in self._inputs:
+            raise GraphInputError(f"{source} is a graph input already")
+        dims = frozenset(d for d in range(fake.dim()) if _is_symbolic(fake.shape[d]))
+        return self._add_input(source, example, fake, "tensor", dynamic_dims=dims)
+
     def _tensor_input(
         self, source: Source, value: torch.Tensor, dims: frozenset[int], static: bool = False
     ) -> torch.fx.Proxy:

@@ -53,6 +53,12 @@ class GraphRecorder(Protocol[V]):
         on the fake values switches the state now, too. Returns its proxy."""
         ...
 
+    def view_leaf(self, tx: Any, value: V) -> None:
+        """Make ``value``, a view of a graph input that does not require grad, the leaf that
+        requires grad which ``value.requires_grad = True`` makes eagerly (a graph input the
+        entry makes); refused (``Unsupported``) where that would not be exact."""
+        ...
+
     def getitem_proxy(self, proxy: Any, index: int) -> Any:
         """A proxy for item ``index`` of a node with several outputs."""
         ...

@@ -53,10 +53,12 @@ from .sources import (
     HasAttrSource,
     HeldObjectSource,
     KeysSource,
+    LeafViewSource,
     LenSource,
     ModuleHooksSource,
     WeakHandle,
     WeakRefTargetSource,
+    make_view_leaf,
 )
 
 __all__ = ["Emitter", "Miss"]
@@ -209,6 +211,8 @@ class Emitter:
             return f"{base}.__defaults__[{int(source.index)}]"
         if isinstance(source, LenSource):
             return f"len({base})"
+        if isinstance(source, LeafViewSource):
+            return f"{self.const(make_view_leaf)}({base}, {self.const(source.steps)})"
         if isinstance(source, TensorPropertySource):  # a size or stride binding a symbol
             if source.index is None:
                 return f"{base}.storage_offset()"

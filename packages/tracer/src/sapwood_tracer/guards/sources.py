@@ -26,6 +26,7 @@ __all__ = [
     "HasAttrSource",
     "HeldObjectSource",
     "KeysSource",
+    "LeafViewSource",
     "LenSource",
     "ModuleHooksSource",
     "WeakHandle",
@@ -280,6 +281,51 @@ class GlobalStateSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return self.reader()()
+
+
+#: a view step replayed by :class:`LeafViewSource`: (``"call_function"`` or ``"call_method"``,
+#: the target, the arguments with :data:`VIEWED` where the tensor goes, the keyword arguments)
+ViewStep = tuple[str, Any, tuple[Any, ...], dict[str, Any]]
+
+#: stands for the tensor being viewed among a :data:`ViewStep`'s arguments
+VIEWED = object()
+
+
+def make_view_leaf(base: torch.Tensor, steps: tuple[ViewStep, ...]) -> torch.Tensor:
+    """The views ``steps`` of ``base``, made a leaf that requires grad (as the traced program
+    made them and then set ``requires_grad = True``)."""
+    tensor = base
+    for kind, target, args, kwargs in steps:
+        real = tuple(tensor if a is VIEWED else a for a in args)
+        if kind == "call_method":
+            tensor = getattr(real[0], target)(*real[1:], **kwargs)
+        else:
+            tensor = target(*real, **kwargs)
+    tensor.requires_grad_(True)
+    return tensor
+
+
+@_frozen
+class LeafViewSource(_Printable):
+    """A tensor the entry makes before the graph runs: views of ``of`` (a graph input that
+    does not require grad), made a leaf that requires grad. The traced program set
+    ``requires_grad`` on such a view; the graph takes it as an input, so autograd fills its
+    ``.grad`` as in eager. Its properties follow from ``of``'s guards: never guarded itself.
+    Sources of two leaves differ by ``serial`` (the steps hold unhashable slices)."""
+
+    of: Source
+    serial: int
+    steps: tuple[ViewStep, ...] = dataclasses.field(compare=False, hash=False)
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"leaf_view#{self.serial}({self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return make_view_leaf(self.of.resolve(f_locals, f_globals, function), self.steps)
 
 
 def global_state_names() -> tuple[str, ...]:

@@ -23,9 +23,11 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
+from ..guards.sources import LeafViewSource
 from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
 from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
+from .leaf_views import MadeLeaf, check_unwritten, make_leaf_source, shares_tensor, view_steps
 from .shape_plan import ShapePlan
 
 __all__ = ["GraphBridge"]
@@ -75,6 +77,7 @@ class GraphBridge:
         self.shape_plan = shape_plan if shape_plan is not None else ShapePlan()
         self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
         self.input_order: list[Source] = []
+        self.made_leaves: list[MadeLeaf] = []
 
     def fake_mode(self) -> Any:
         return self.og.fake_mode
@@ -113,6 +116,29 @@ class GraphBridge:
         result = number_from_fake(proxy, proxy.node.meta["example_value"])
         result.source = source
         return result
+
+    def view_leaf(self, tx: Context, value: TensorValue) -> None:
+        """Make ``value`` (a view of a graph input that does not require grad) a leaf that
+        requires grad: from here on it is a graph input the entry makes (see
+        :mod:`.leaf_views`), and the same value wherever the trace holds it."""
+        placeholder, _ = view_steps(value)
+        found = [
+            (real, base)
+            for real, base in self.inputs.values()
+            if base.proxy.node is placeholder and base.input_source is not None
+        ]
+        if len(found) != 1 or isinstance(found[0][1].input_source, LeafViewSource):
+            raise Unsupported("setting requires_grad on a view of a value that is not an input")
+        real, base = found[0]
+        if base.fake._version != 0:
+            raise Unsupported("setting requires_grad on a view of an input the function wrote to")
+        if shares_tensor(self.og.root.graph, value):
+            raise Unsupported("setting requires_grad on a tensor the trace holds twice")
+        source, example, fake = make_leaf_source(value, base, real, self.og.fake_mode)
+        proxy = self.og.create_derived_input(source, example, fake)
+        self.made_leaves.append(MadeLeaf(base.fake, source))
+        value.proxy, value.fake = proxy, fake
+        value.input_source = value.source = source
 
     # -- nodes ----------------------------------------------------------------------------------
     def call_function(
@@ -172,6 +198,7 @@ class GraphBridge:
 
     # -- compile ---------------------------------------------------------------------------------
     def compile(self, outputs: list[Any], backend: Any) -> CompiledGraph:
+        check_unwritten(self.made_leaves)
         return self.og.compile(tuple(outputs), backend)
 
     @property

@@ -132,6 +132,9 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
         return BuiltinValue(raw.__get__(None, cls))
     if receiver is None and is_cached_property(raw):
         return tx.wrap(raw, source)  # (its __get__ gives itself for the class)
+    if receiver is not None and raw is object.__reduce_ex__:
+        # (modelled for plain objects: what ``copy`` asks; see pymodel.copying)
+        return BoundMethodValue(BuiltinValue(raw), receiver)
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
         if receiver is None and isinstance(

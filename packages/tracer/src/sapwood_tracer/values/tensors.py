@@ -26,6 +26,7 @@ import torch
 from sapwood_graph import FakePropagationError, Source
 
 from ..errors import TracedException, Unsupported
+from ..guards.sources import LeafViewSource
 from .base import ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 from .symbolic import (
@@ -97,6 +98,9 @@ class TensorValue(Value):
         raise attribute_missing(self.describe(), name)
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
+        if name == "requires_grad":
+            set_requires_grad(tx, self, value, method=False)
+            return
         raise Unsupported(f"assigning Tensor.{name}")
 
     def truth(self, tx: Context) -> bool:
@@ -178,7 +182,6 @@ _REFUSED_ATTRS = {
     "register_hook": "Tensor hooks are not supported.",
     "retain_grad": "retain_grad is not supported.",
     "backward": "Call backward() outside the compiled function.",
-    "requires_grad_": "Set requires_grad outside the compiled function.",
 }
 #: Tensor methods answered from the fake value (static metadata; never a node).
 _METADATA_METHODS = frozenset(
@@ -229,11 +232,64 @@ class TensorMethodValue(Value):
                 f"Tensor.{name}()",
                 hint=_REFUSED_ATTRS.get(name, "Its result depends on tensor data."),
             )
+        if name == "requires_grad_":
+            if len(args) > 1 or set(kwargs) - {"requires_grad"} or (args and kwargs):
+                raise Unsupported("Tensor.requires_grad_() with these arguments")
+            flag = args[0] if args else kwargs.get("requires_grad", ConstantValue(True))
+            set_requires_grad(tx, self.tensor, flag, method=True)
+            return self.tensor
         if name == "type" and not args and not kwargs:
             return ConstantValue(self.tensor.fake.type())
         if name == "new":  # the legacy constructor: sizes or data, decided as torch does
             return tx.call_torch_function(torch.Tensor.new, [self.tensor, *args], kwargs)
         return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
+
+
+_NOT_A_LEAF = "you can only change requires_grad flags of leaf variables."
+_DETACH_HINT = (
+    " If you want to use a computed variable in a subgraph that doesn't require"
+    " differentiation use var_no_grad = var.detach()."
+)
+
+
+def set_requires_grad(tx: Context, tensor: TensorValue, flag: Value, *, method: bool) -> None:
+    """``tensor.requires_grad = flag`` (or ``tensor.requires_grad_(flag)``, ``method``), as
+    torch does it, where the trace can tell what torch would do; else :class:`Unsupported`.
+
+    A tensor that does not require grad is a leaf: ``False`` leaves it as it is, and ``True``
+    on a view of a graph input makes it a leaf the entry makes (``tx.graph.view_leaf``). On
+    a tensor the graph computed with grad (not a leaf) torch raises, except that
+    ``requires_grad_(True)`` does nothing.
+    """
+    value = flag.as_constant() if flag.is_constant() else None
+    if type(value) is not bool:
+        raise Unsupported("setting requires_grad to a value that is not a constant bool")
+    fake = tensor.fake
+    if torch.is_inference_mode_enabled() or fake.is_inference():
+        raise Unsupported("setting requires_grad in inference mode")
+    made_leaf = isinstance(tensor.input_source, LeafViewSource)
+    if tensor.is_input() and not made_leaf and (value or fake.requires_grad):
+        raise Unsupported(
+            "setting requires_grad on an input tensor",
+            hint="Set requires_grad before calling the compiled function.",
+        )
+    if not fake.requires_grad:
+        if not value:
+            return
+        if not (fake.is_floating_point() or fake.is_complex()):
+            what = "floating point dtype" if method else "floating point and complex dtype"
+            message = f"only Tensors of {what} can require gradients"
+            raise TracedException(cls=RuntimeError, args=(ConstantValue(message),))
+        tx.graph.view_leaf(tx, tensor)
+        return
+    if fake.is_leaf:
+        if value:
+            return
+        raise Unsupported("requires_grad = False on a leaf that requires grad")
+    if method and value:
+        return
+    message = _NOT_A_LEAF + ("" if value else _DETACH_HINT)
+    raise TracedException(cls=RuntimeError, args=(ConstantValue(message),))
 
 
 def metadata_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
