@@ -7,7 +7,8 @@ Each module models one family of callables or operations over values
 every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the builtins over
 iterators, :mod:`.settings` adds interpreter settings and immutable constructors,
 :mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.stdlib` adds
-``functools``, ``itertools`` and ``operator``, :mod:`.itertools_lazy` the lazy ``itertools``
+``functools``, ``itertools`` and ``operator``, :mod:`.integer_arguments` the functions
+that take integers through ``__index__`` (``math.gcd``, ``operator.index``), :mod:`.itertools_lazy` the lazy ``itertools``
 types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``Counter``'s
 counting loop; :mod:`.text` gives the text of values the folding on constants does not cover
 (enum members whose class has special methods of the user's, exceptions of the trace,
@@ -16,12 +17,22 @@ counting loop; :mod:`.text` gives the text of values the folding on constants do
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
 
-from . import builtins, dict_subclasses, hashing, iteration, itertools_lazy, settings, stdlib
+from . import (
+    builtins,
+    dict_subclasses,
+    hashing,
+    integer_arguments,
+    iteration,
+    itertools_lazy,
+    settings,
+    stdlib,
+)
 
 __all__ = [
     "builtins",
     "dict_subclasses",
     "hashing",
+    "integer_arguments",
     "iteration",
     "itertools_lazy",
     "settings",
