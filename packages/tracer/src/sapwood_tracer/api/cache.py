@@ -64,7 +64,7 @@ RESUME_RECOMPILE_LIMIT = 64
 BREAK_COST_LIMIT = 100_000
 #: Instructions and guards of the entries of one function's resume codes traced again (a loop
 #: whose body breaks, reached with other values)
-RECOMPILE_COST_LIMIT = 30_000
+RECOMPILE_COST_LIMIT = 50_000
 
 
 def limit_for(code: types.CodeType) -> int:
