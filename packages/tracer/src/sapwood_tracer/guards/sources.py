@@ -260,6 +260,9 @@ _SETTING_READERS: dict[str, Any] = {
     "recursion_limit": sys.getrecursionlimit,
     "int_max_str_digits": sys.get_int_max_str_digits,
     "caller_handling": _caller_handling,
+    # (3.11's test hook float.__setformat__ can change them)
+    "double_format": lambda: float.__getformat__("double"),
+    "float_format": lambda: float.__getformat__("float"),
 }
 
 

@@ -54,6 +54,7 @@ from ..values.tensors import TensorValue
 from . import budget as _budget
 from . import builder
 from .frame import FrameSuspend, SymbolicFrame, format_user_stack
+from .pure_comprehensions import run_pure_comprehension
 from .side_effects import SideEffects
 
 __all__ = ["TraceSession"]
@@ -197,6 +198,10 @@ class TraceSession:
         parent = self.frames[-1] if self.frames else None
         if parent is not None and parent.depth >= _budget.MAX_INLINE_DEPTH:
             raise _budget.too_deep(parent, code)
+        if not kwargs:
+            ran = run_pure_comprehension(self, fn, args)
+            if ran is not None:
+                return ran
         fast = bind_arguments(code, fn.name, args, kwargs, fn.defaults(self), fn.kwdefaults(self))
         cells: dict[str, Value] = dict(zip(code.co_freevars, fn.cells(self)))
         frame = SymbolicFrame(self, code, fn.f_globals, fn.globals_source, fast, cells, parent)

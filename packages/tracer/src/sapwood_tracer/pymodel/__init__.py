@@ -8,7 +8,9 @@ every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the bui
 iterators, :mod:`.settings` adds interpreter settings and immutable constructors,
 :mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.stdlib` adds
 ``functools``, ``itertools`` and ``operator``, :mod:`.copying` ``object.__reduce_ex__`` of
-plain objects (what ``copy.copy``/``copy.deepcopy`` ask), :mod:`.itertools_lazy` the lazy ``itertools``
+plain objects (what ``copy.copy``/``copy.deepcopy`` ask), :mod:`.integer_arguments` the
+functions that take integers through ``__index__`` (``math.gcd``, ``operator.index``),
+:mod:`.itertools_lazy` the lazy ``itertools``
 types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``Counter``'s
 counting loop; :mod:`.text` gives the text of values the folding on constants does not cover
 (enum members whose class has special methods of the user's, exceptions of the trace,
@@ -22,6 +24,7 @@ from . import (
     copying,
     dict_subclasses,
     hashing,
+    integer_arguments,
     iteration,
     itertools_lazy,
     settings,
@@ -33,6 +36,7 @@ __all__ = [
     "copying",
     "dict_subclasses",
     "hashing",
+    "integer_arguments",
     "iteration",
     "itertools_lazy",
     "settings",

@@ -257,8 +257,7 @@ def _len(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 
 def _classinfo(value: Value) -> Any:
-    info = value.as_constant()
-    return info
+    return value.as_constant()
 
 
 def _classes(info: Any) -> list[Any]:
@@ -483,6 +482,8 @@ def _scalar_type(kind: type) -> Handler:
             return args[0]  # int(size) is the size: it stays symbolic
         if kind is str and isinstance(args[0], ExceptionValue):
             return text_of_exception(args[0], str)
+        if kind is str:  # (the text of a symbolic number: its value)
+            args = [specialised_int(a) for a in args]
         if kind is str and not args[0].is_constant():
             raise Unsupported(f"str() of {args[0].describe()}")
         if kind is str and len(args) == 1 and not kwargs and inlines_text(args[0]):
@@ -524,7 +525,7 @@ def _one_iterable(name: str, args: list[Value], kwargs: dict[str, Value]) -> Non
 @handles(builtins.tuple)
 def _tuple(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _one_iterable("tuple", args, kwargs)
-    if args and type(args[0]) is TupleValue:
+    if args and isinstance(args[0], TupleValue) and args[0].python_type() is tuple:
         return args[0]  # tuple(t) is t itself, for an exact tuple
     return TupleValue(tx.unpack(args[0]) if args else [])
 

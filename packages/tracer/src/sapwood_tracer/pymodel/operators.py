@@ -37,6 +37,7 @@ from ..values.symbolic import (
     symbolic_unary,
 )
 from ..values.tensors import TensorValue
+from ..values.tuple_identity import concatenated, repeated
 
 __all__ = ["BINARY", "COMPARE", "INPLACE", "binary", "compare", "unary"]
 
@@ -287,15 +288,16 @@ def _op_name(fn: Any) -> str:
 
 
 def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
-    if fn is operator.add and type(a) is type(b) and isinstance(a, (TupleValue, ListValue)):
-        return type(a)(a.items + b.items)  # type: ignore[attr-defined]
+    if fn is operator.add and type(a) is type(b) is ListValue:
+        return ListValue(a.items + b.items)  # type: ignore[attr-defined]
     if fn is operator.add and isinstance(a, TupleValue) and isinstance(b, TupleValue):
-        return TupleValue(a.items + b.items)
+        return concatenated(a, b)
     if fn is operator.mul:
         seq, n = (a, b) if isinstance(a, (TupleValue, ListValue)) else (b, a)
         if n.is_constant() and isinstance(n.as_constant(), int):
-            kind = ListValue if isinstance(seq, ListValue) else TupleValue
-            return kind(seq.items * n.as_constant())  # type: ignore[attr-defined]
+            if isinstance(seq, TupleValue):
+                return repeated(seq, n.as_constant())
+            return ListValue(seq.items * n.as_constant())  # type: ignore[attr-defined]
     if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
         if a.is_constant() and b.is_constant():
             return _fold(fn, a, b)

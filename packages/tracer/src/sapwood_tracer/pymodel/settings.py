@@ -1,5 +1,6 @@
 """Models of builtins that read interpreter settings or build immutable builtin values:
-``sys.getrecursionlimit``, ``sys.get_int_max_str_digits`` (read with a guard),
+``sys.getrecursionlimit``, ``sys.get_int_max_str_digits``, ``float.__getformat__`` (read
+with a guard),
 ``int.__new__`` and the other immutable classes' ``__new__``, ``dir()`` of constants and of
 classes, ``sys.exc_info()`` and ``sys.exception()`` (the exception being handled).
 Registered into the table of :mod:`.builtins` on import."""
@@ -43,6 +44,20 @@ def _setting(name: str, reader: Any) -> Handler:
 
 _HANDLERS[sys.getrecursionlimit] = _setting("recursion_limit", sys.getrecursionlimit)
 _HANDLERS[sys.get_int_max_str_digits] = _setting("int_max_str_digits", sys.get_int_max_str_digits)
+
+
+@handles(float.__getformat__)
+def _float_format(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``float.__getformat__("double")``: the platform's layout of floats, read with a guard;
+    any other argument folds (Python's ValueError or TypeError)."""
+    if len(args) == 1 and not kwargs and args[0].is_constant():
+        typestr = args[0].as_constant()
+        if type(typestr) is str and typestr in ("double", "float"):
+            return _setting(f"{typestr}_format", lambda: float.__getformat__(typestr))(tx, [], {})
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported("float.__getformat__ of a non-constant")
+    return _fold_call(tx, float.__getformat__, args, kwargs)
+
 
 #: immutable builtin classes whose ``__new__`` on constants is pure
 _IMMUTABLE_CLASSES = (int, bool, float, str, bytes, complex)

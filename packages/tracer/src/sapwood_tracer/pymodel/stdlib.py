@@ -251,14 +251,7 @@ _OPERATORS[operator.contains] = lambda tx, args, kwargs: ConstantValue(
     ops.contains(tx, args[0], args[1])
 )
 _OPERATORS[operator.getitem] = lambda tx, args, kwargs: tx.getitem(args[0], args[1])
-_OPERATORS[operator.index] = lambda tx, args, kwargs: _index(tx, args[0])
 _OPERATORS[operator.abs] = _unary_fn(operator.abs)
-
-
-def _index(tx: Context, value: Value) -> Value:
-    if not value.is_constant():
-        raise Unsupported(f"operator.index of {value.describe()}")
-    return ConstantValue(operator.index(value.as_constant()))
 
 
 def _setitem(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:

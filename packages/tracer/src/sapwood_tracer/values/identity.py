@@ -28,6 +28,7 @@ from .base import ConstantValue, Context, Value
 from .containers import TupleValue
 from .exceptions import TracebackValue
 from .tensors import TensorValue, same_tensor
+from .tuple_identity import tuples_identical
 
 __all__ = ["ObjectIdValue", "compare_ids", "guard_distinct", "same_object"]
 
@@ -50,7 +51,10 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         # two values may stand for one traceback object (or for two, as it grows)
         raise Unsupported(f"`is` between {a.describe()} and {b.describe()}")
     if _tuple_value(a) and _tuple_value(b):
-        # A tuple value is rebuilt from its items: whether two are one object (two sources
+        known = tuples_identical(a, b)
+        if known is not None:
+            return known
+        # Any other tuple value is rebuilt from its items: whether two are one object (two sources
         # reaching the same tuple, or a tuple and a code constant) is not known here.
         raise Unsupported("`is` between two tuples (their identity is not modelled)")
     ka, kb = tx.identity_key(a), tx.identity_key(b)

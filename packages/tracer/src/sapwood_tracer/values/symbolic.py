@@ -246,11 +246,50 @@ def specialised(value: Value) -> Value:
 
 
 def specialised_int(value: Value) -> Value:
-    """A symbolic int as the constant it is in this call (guarded); anything else, a symbolic
-    float too (its guard would compare floats the guards cannot express), as is."""
+    """A symbolic int as the constant it is in this call (guarded); a symbolic float computed
+    from symbolic ints by Python's arithmetic (``i / 1000``) as the float that arithmetic
+    makes of their values (the ints guarded); anything else, as is (a guard comparing floats
+    is one the guards cannot express)."""
     if isinstance(value, SymNumberValue) and value.python_type() is int:
         return ConstantValue(value.as_constant())
+    if isinstance(value, SymNumberValue):
+        replayed = _replayed(value.proxy.node, depth=0)
+        if type(replayed) is float:
+            return ConstantValue(replayed)
     return value
+
+
+#: operations of Python numbers a symbolic float's node may be made by, replayed on values
+_REPLAYED = frozenset([*_ARITHMETIC, operator.neg, operator.pos, operator.abs, torch.sym_float])
+_NOT_REPLAYED = object()
+
+
+def _replayed(node: Any, depth: int) -> Any:
+    """The Python number graph node ``node`` stands for, computed again by Python's own
+    operations from the values of the symbolic ints it is made of (each specialised: the
+    cache entry is guarded on it), so the result is bit for bit eager's; ``_NOT_REPLAYED``
+    where it is made otherwise (a tensor's item, a float input)."""
+    if not isinstance(node, torch.fx.Node):
+        return node if type(node) in (int, float, bool) else _NOT_REPLAYED
+    example = node.meta.get("example_value")
+    if isinstance(example, torch.SymInt):
+        return int(example)  # (specialises)
+    if (
+        depth > 32
+        or not isinstance(example, torch.SymFloat)
+        or node.op != "call_function"
+        or node.target not in _REPLAYED
+        or node.kwargs
+    ):
+        return _NOT_REPLAYED
+    operands = [_replayed(arg, depth + 1) for arg in node.args]
+    if any(operand is _NOT_REPLAYED for operand in operands):
+        return _NOT_REPLAYED
+    target = float if node.target is torch.sym_float else node.target
+    try:
+        return target(*operands)
+    except (ArithmeticError, ValueError):
+        return _NOT_REPLAYED
 
 
 def has_symbolic_shape(fake: torch.Tensor) -> bool:

@@ -10,6 +10,7 @@ from ...values.base import BuiltinValue, ConstantValue, IteratorValue, Value
 from ...values.containers import DictValue, ListValue, SliceValue, TupleValue
 from ...values.exceptions import python_error
 from ...values.sets import SetValue
+from ...values.tuple_identity import KnownTupleValue
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -18,7 +19,8 @@ from ..registry import opcode
 @opcode("BUILD_TUPLE")
 def build_tuple(frame: SymbolicFrame, inst: Instruction) -> None:
     assert inst.arg is not None
-    frame.push(TupleValue(frame.popn(inst.arg)))
+    items = frame.popn(inst.arg)
+    frame.push(KnownTupleValue(items) if items else TupleValue(items))  # (a new tuple)
 
 
 @opcode("BUILD_LIST")

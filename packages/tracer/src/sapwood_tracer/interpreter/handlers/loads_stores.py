@@ -22,9 +22,11 @@ from ...errors import Unsupported
 from ...guards.sources import ContainsSource, HeldObjectSource
 from ...pymodel.builtins import make_super
 from ...values.base import NULL, ConstantValue, Value
+from ...values.containers import TupleValue
 from ...values.exceptions import python_error
 from ...values.functions import CellValue
 from ...values.objects import NewObjectValue
+from ...values.tuple_identity import KnownTupleValue
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -120,7 +122,10 @@ def delete_fast(frame: SymbolicFrame, inst: Instruction) -> None:
 
 @opcode("LOAD_CONST")
 def load_const(frame: SymbolicFrame, inst: Instruction) -> None:
-    frame.push(frame.tx.wrap_trusted(inst.argval))
+    value = frame.tx.wrap_trusted(inst.argval)
+    if type(inst.argval) is tuple and isinstance(value, TupleValue):
+        value = KnownTupleValue(value.items, inst.argval)  # (the code's very constant)
+    frame.push(value)
 
 
 def global_value(frame: SymbolicFrame, name: str) -> Value:
