@@ -79,8 +79,39 @@ def test_an_input_tuple_is_not_a_tuple_made_in_the_trace(check):
 
 def test_a_tuple_that_may_be_another_is_a_graph_break():
     def fn(x, t):
-        s = t[:]  # (CPython: a full slice of a tuple is the tuple itself)
+        s = tuple(t[i] for i in range(len(t)))  # a new tuple, or not: nothing is known
         return x + 1, s is t
 
     report = sapwood_tracer.explain(fn)(X, (1, 2))
     assert any("`is` between two tuples" in b.reason for b in report.breaks), str(report)
+
+
+def test_a_slice_of_all_of_an_exact_tuple_is_the_tuple(check):
+    def fn(x, given):
+        t = (1, [2])
+        p = Pair(1, 2)
+        return (
+            x + 1,
+            t[:] is t,
+            t[0:] is t,
+            t[-10:10] is t,
+            t[::1] is t,
+            t[::-1] is t,
+            t[:1] is t,
+            t[1:1] is (),
+            given[:] is given,
+            ()[:] is (),
+            type(p[:]),  # (of a subclass: a new plain tuple)
+        )
+
+    check(fn, (X, (1, 2, [3])))
+    _no_breaks(fn, X, (1, 2, [3]))
+
+
+def test_a_whole_slice_kept_across_a_graph_break_is_the_same_tuple(check):
+    def fn(x, given):
+        s = given[:]
+        print("break")
+        return x + 1, s is given
+
+    check(fn, (X, (1, 2, [3])))

@@ -99,7 +99,9 @@ class _SequenceValue(Value):
     def getitem(self, tx: Context, key: Value) -> Value:
         index = _index(tx, key)
         if isinstance(index, slice):
-            return self._new(self.items[index])
+            items = self.items[index]  # (all of an exact tuple, in order: CPython hands it back)
+            whole = len(items) == len(self.items) and index.indices(len(items))[2] == 1
+            return self if whole and self.python_type() is tuple else self._new(items)
         try:
             return self.items[index]
         except IndexError:

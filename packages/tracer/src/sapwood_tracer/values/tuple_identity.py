@@ -13,8 +13,10 @@ kinds of tuple are known for what object they are:
 
 Invariants:
 
-* A :class:`KnownTupleValue` is made only where the object is known as above; every other
-  operation on it (a slice, ``tuple(t)`` of a subclass, a folded call) makes an ordinary
+* A :class:`KnownTupleValue` is made only where the object is known as above; a slice of
+  one is the tuple itself when it takes all of it in order (CPython's shortcut), else a new
+  tuple (or the empty tuple); every other operation on it (``tuple(t)`` of a subclass, a
+  folded call) makes an ordinary
   :class:`~sapwood_tracer.values.containers.TupleValue`, for which nothing is claimed.
 * CPython's shortcuts that hand back an operand are modelled by handing back the operand's
   value itself: ``t + ()``, ``() + t`` and ``t * 1`` of an exact tuple are ``t``.
@@ -48,7 +50,9 @@ class KnownTupleValue(TupleValue):
         return self.constant is _NEW
 
     def _new(self, items: list[Value]) -> Value:
-        return TupleValue(items)  # (a slice may be this very tuple: nothing known)
+        # a slice that is not all of it (that one is the tuple itself): a new tuple, but
+        # for one of no items, which is CPython's shared empty tuple
+        return KnownTupleValue(items) if items else TupleValue([])
 
 
 def _exact(value: Value) -> bool:
@@ -81,6 +85,8 @@ def repeated(seq: Value, times: int) -> Value:
 
 def tuples_identical(a: Value, b: Value) -> bool | None:
     """``a is b`` for two different tuple values, where the trace is certain; else None."""
+    if _exact(a) and _exact(b) and not a.items and not b.items:  # type: ignore[attr-defined]
+        return True  # CPython has one empty tuple
     if not isinstance(a, KnownTupleValue):
         a, b = b, a
     if not isinstance(a, KnownTupleValue):
