@@ -89,6 +89,14 @@ class EffectLog(Protocol[V]):
         """``(True, value)`` if the trace assigned the global (value ``None``: deleted)."""
         ...
 
+    def generator(self, obj: Any) -> Any | None:
+        """The trace's model of the random generator ``obj`` (a ``GeneratorState``), if any."""
+        ...
+
+    def track_generator(self, state: Any) -> None:
+        """The trace now knows a generator's state: its final state is written back."""
+        ...
+
 
 class FrameState(Protocol[V]):
     """A symbolic frame as values see it (``super()`` reads its first argument; a generator

@@ -9,6 +9,7 @@ they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from
 
 from __future__ import annotations
 
+import _random
 import dataclasses
 import sys
 import types
@@ -22,6 +23,7 @@ from sapwood_graph import Source
 __all__ = [
     "ContainsSource",
     "DistinctIdsSource",
+    "GeneratorStateSource",
     "GlobalStateSource",
     "HasAttrSource",
     "HeldObjectSource",
@@ -132,6 +134,23 @@ class LenSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return len(self.of.resolve(f_locals, f_globals, function))
+
+
+@_frozen
+class GeneratorStateSource(_Printable):
+    """The state of the random generator at ``of`` (``_random.Random.getstate(of)``)."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"generator_state({self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return _random.Random.getstate(self.of.resolve(f_locals, f_globals, function))
 
 
 @_frozen

@@ -1,11 +1,12 @@
 """Side effects of a trace on objects that existed before the call.
 
-Four kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
+Five kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
 mutations of lists and dicts from the inputs (``xs.append(y)``, ``d[k] = v``), operations on
-sets from the inputs (``s.add(k)``, ``s |= t``), and global assignments. During the trace
+sets from the inputs (``s.add(k)``, ``s |= t``), global assignments, and the state of random
+generators (``random.seed(0)``, ``random.random()``: see :mod:`..values.random_generators`). During the trace
 later reads see the new values; after the graph runs, the effects are applied to the real
 objects: the set operations replayed in program order (a set's final order depends on its
-history, not only on its members), attribute writes in program order, each mutated
+history, not only on its members), each changed generator's final state, attribute writes in program order, each mutated
 container's final contents, then each assigned global's final value.
 
 Invariant: a write is keyed by the real object's identity, not by the source it was reached
@@ -20,6 +21,7 @@ from typing import Any
 from sapwood_graph import Source
 
 from ..values.base import Value
+from ..values.random_generators import GeneratorState
 
 __all__ = ["AttributeWrite", "SideEffects"]
 
@@ -49,6 +51,15 @@ class SideEffects:
         self.set_ops: list[tuple[Value, Any, list[tuple[str, Any]]]] = []
         #: globals assigned by the trace: (globals dict, name) -> value (None: deleted)
         self.globals: dict[tuple[int, str], tuple[dict[str, Any], str, Value | None]] = {}
+        #: random generators whose state the trace knows, by the real generator's id
+        self.generators: dict[int, GeneratorState] = {}
+
+    def generator(self, obj: Any) -> GeneratorState | None:
+        """The trace's model of the random generator ``obj``, if it has one yet."""
+        return self.generators.get(id(obj))
+
+    def track_generator(self, state: GeneratorState) -> None:
+        self.generators[id(state.real)] = state
 
     def store_cell(self, cell: Value) -> None:
         """A real closure cell (``nonlocal``) was assigned: write its last value back."""

@@ -9,14 +9,24 @@ iterators, :mod:`.settings` adds interpreter settings and immutable constructors
 :mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.stdlib` adds
 ``functools``, ``itertools`` and ``operator``, :mod:`.itertools_lazy` the lazy ``itertools``
 types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``Counter``'s
-counting loop; :mod:`.text` gives the text of values the folding on constants does not cover
+counting loop, :mod:`.random_generators` the primitives of ``random``'s generators (draws
+computed on a private copy of a generator whose state the trace knows); :mod:`.text` gives the text of values the folding on constants does not cover
 (enum members whose class has special methods of the user's, exceptions of the trace,
 ``str.join`` of an iterator).
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
 
-from . import builtins, dict_subclasses, hashing, iteration, itertools_lazy, settings, stdlib
+from . import (
+    builtins,
+    dict_subclasses,
+    hashing,
+    iteration,
+    itertools_lazy,
+    random_generators,
+    settings,
+    stdlib,
+)
 
 __all__ = [
     "builtins",
@@ -24,6 +34,7 @@ __all__ = [
     "hashing",
     "iteration",
     "itertools_lazy",
+    "random_generators",
     "settings",
     "stdlib",
 ]
