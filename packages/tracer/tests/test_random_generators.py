@@ -247,3 +247,24 @@ def test_sorting_symbolic_ints_and_tuples_of_them_keeps_the_objects():
         assert all(any(a is x for x in xs) for a in plain)
     report = sapwood_tracer.explain(f)([1 << 75, 2])
     assert report.breaks == []
+
+
+@sapwood_tracer.disable
+def _draw_eagerly() -> float:
+    return random.random()
+
+
+def test_code_running_eagerly_at_a_break_sees_the_state_the_trace_left():
+    def f() -> Any:
+        random.seed(4)
+        first = random.random()
+        between = _draw_eagerly()  # (a graph break: the generator's state is written first)
+        return first, between, random.random()
+
+    expected = f()
+    expected_state = random.getstate()
+    report = sapwood_tracer.explain(f)()
+    assert len(report.breaks) == 1
+    assert random.getstate() == expected_state
+    assert _compiled(f)() == expected
+    assert random.getstate() == expected_state
