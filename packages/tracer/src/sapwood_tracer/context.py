@@ -89,12 +89,16 @@ class EffectLog(Protocol[V]):
         """``(True, value)`` if the trace assigned the global (value ``None``: deleted)."""
         ...
 
-    def generator(self, obj: Any) -> Any | None:
-        """The trace's model of the random generator ``obj`` (a ``GeneratorState``), if any."""
+    #: the models of real objects' states, by the object's id (see :meth:`track_state`)
+    object_states: dict[int, Any]
+
+    def state_of(self, obj: Any) -> Any:
+        """The trace's model of the real object ``obj``'s state (a random generator's, ...),
+        if it has one yet."""
         ...
 
-    def track_generator(self, state: Any) -> None:
-        """The trace now knows a generator's state: its final state is written back."""
+    def track_state(self, obj: Any, state: Any) -> None:
+        """The trace models ``obj``'s state from now on: ``state.replay()`` writes it back."""
         ...
 
 

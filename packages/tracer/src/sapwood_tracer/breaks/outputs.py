@@ -18,7 +18,6 @@ Invariants:
 
 from __future__ import annotations
 
-import _random
 import collections
 import sys
 import types
@@ -235,18 +234,18 @@ def build_entry_function(
 
 def _emit_set_replays(em: Emitter, effects: SideEffects, indent: str) -> None:
     """Replay the operations on sets from the inputs on the real sets, in program order, and
-    give each random generator the trace changed its final state."""
+    give each object whose state the trace modelled and changed its final state."""
     for target, op, args in effects.set_ops:
         assert target.source is not None
         parts = [em.source(target.source, indent)]
         for kind, arg in args:
             parts.append(em.const(arg) if kind == "const" else em.source(arg.source, indent))
         em.lines.append(f"{indent}{em.const(op)}({', '.join(parts)})")
-    for state in effects.generators.values():
-        if state.changed:  # (a generator's state is a constant: its final one, set at once)
-            target = em.source(state.source, indent)
-            setter = em.const(_random.Random.setstate)
-            em.lines.append(f"{indent}{setter}({target}, {em.const(state.final_state())})")
+    for state in effects.object_states.values():
+        replay = state.replay()  # (constants: the final state, set at once)
+        if replay is not None:
+            parts = [em.source(state.source, indent), *(em.const(a) for a in replay[1])]
+            em.lines.append(f"{indent}{em.const(replay[0])}({', '.join(parts)})")
 
 
 def _emit_mutations(

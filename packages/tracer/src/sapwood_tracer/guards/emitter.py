@@ -24,7 +24,6 @@ data-stack chunk a fresh memory mapping on every call.
 
 from __future__ import annotations
 
-import _random
 import re
 import types
 from typing import Any
@@ -50,13 +49,13 @@ from ..pinned import BUILTINS
 from .sources import (
     ContainsSource,
     DistinctIdsSource,
-    GeneratorStateSource,
     GlobalStateSource,
     HasAttrSource,
     HeldObjectSource,
     KeysSource,
     LenSource,
     ModuleHooksSource,
+    ReaderSource,
     WeakHandle,
     WeakRefTargetSource,
 )
@@ -211,8 +210,8 @@ class Emitter:
             return f"{base}.__defaults__[{int(source.index)}]"
         if isinstance(source, LenSource):
             return f"len({base})"
-        if isinstance(source, GeneratorStateSource):
-            return f"{self.const(_random.Random.getstate)}({base})"
+        if isinstance(source, ReaderSource):
+            return f"{self.const(source.reader)}({base})"
         if isinstance(source, TensorPropertySource):  # a size or stride binding a symbol
             if source.index is None:
                 return f"{base}.storage_offset()"

@@ -9,7 +9,6 @@ they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from
 
 from __future__ import annotations
 
-import _random
 import dataclasses
 import sys
 import types
@@ -23,13 +22,13 @@ from sapwood_graph import Source
 __all__ = [
     "ContainsSource",
     "DistinctIdsSource",
-    "GeneratorStateSource",
     "GlobalStateSource",
     "HasAttrSource",
     "HeldObjectSource",
     "KeysSource",
     "LenSource",
     "ModuleHooksSource",
+    "ReaderSource",
     "WeakHandle",
     "WeakRefTargetSource",
     "held_weakly",
@@ -137,20 +136,22 @@ class LenSource(_Printable):
 
 
 @_frozen
-class GeneratorStateSource(_Printable):
-    """The state of the random generator at ``of`` (``_random.Random.getstate(of)``)."""
+class ReaderSource(_Printable):
+    """``reader(of)``: the state of the object at ``of`` as a pure function of the standard
+    library reads it (a random generator's state, a range iterator's items still to come)."""
 
     of: Source
+    reader: Any
 
     @property
     def base(self) -> Source | None:
         return self.of
 
     def _render(self) -> str:
-        return f"generator_state({self.of})"
+        return f"{self.reader.__name__}({self.of})"
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
-        return _random.Random.getstate(self.of.resolve(f_locals, f_globals, function))
+        return self.reader(self.of.resolve(f_locals, f_globals, function))
 
 
 @_frozen

@@ -63,7 +63,7 @@ from ..values.functions import (
     UserFunctionValue,
     marked_constant_result,
 )
-from ..values.iterators import LiveIteratorValue
+from ..values.iterators import RANGE_ITERATOR, LiveIteratorValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
     ClassValue,
@@ -261,7 +261,8 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return _callable_value(tx, obj, source)
     if _is_live_iterator(obj):
         _type_match(tx, source, obj)
-        return LiveIteratorValue(cls, source)
+        # (a range iterator, which holds nothing of the user's, is kept for its position)
+        return LiveIteratorValue(cls, source, obj if cls is RANGE_ITERATOR else None)
     if isinstance(obj, types.CoroutineType):
         raise Unsupported(f"a {cls.__name__} object as an input")
     if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj) or cls is property:

@@ -10,7 +10,9 @@ iterators, :mod:`.settings` adds interpreter settings and immutable constructors
 ``functools``, ``itertools`` and ``operator``, :mod:`.itertools_lazy` the lazy ``itertools``
 types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``Counter``'s
 counting loop, :mod:`.random_generators` the primitives of ``random``'s generators (draws
-computed on a private copy of a generator whose state the trace knows); :mod:`.text` gives the text of values the folding on constants does not cover
+computed on a private copy of a generator whose state the trace knows), :mod:`.strict_zip`
+``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
+iterator from the inputs (both used by :mod:`.iteration`); :mod:`.text` gives the text of values the folding on constants does not cover
 (enum members whose class has special methods of the user's, exceptions of the trace,
 ``str.join`` of an iterator).
 

@@ -27,7 +27,7 @@ from ..values.containers import (
 )
 from ..values.enums import EnumClassValue
 from ..values.exceptions import exception_value, python_error
-from ..values.iterators import MapIteratorValue
+from ..values.iterators import LiveIteratorValue, MapIteratorValue
 from ..values.objects import NewObjectValue, ObjectValue, UserIteratorValue
 from ..values.sequence_iterators import (
     SequenceIteratorValue,
@@ -36,6 +36,7 @@ from ..values.sequence_iterators import (
 )
 from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
+from .range_iterator_inputs import next_of_live
 from .strict_zip import StrictZipIterator, strict_zip_of
 
 __all__: list[str] = []
@@ -109,7 +110,7 @@ def _next(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     it = args[0]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"next() of {it.describe()}")
-    value = it.next_value(tx)
+    value = next_of_live(tx, it) if isinstance(it, LiveIteratorValue) else it.next_value(tx)
     if value is None:
         if len(args) > 1:
             return args[1]

@@ -25,7 +25,7 @@ from typing import Any
 from sapwood_graph import GuardKind
 
 from ..errors import Unsupported
-from ..guards.sources import GeneratorStateSource
+from ..guards.sources import ReaderSource
 from ..values.base import ConstantValue, Context, Value
 from ..values.exceptions import python_error
 from ..values.random_generators import GeneratorState
@@ -59,7 +59,7 @@ def _generator_of(tx: Context, receiver: Value, name: str) -> Any:
 
 def _known_state(tx: Context, receiver: Value, real: Any, name: str) -> GeneratorState:
     """The trace's model of ``real``, starting from its state at the call (guarded)."""
-    state = tx.side_effects.generator(real)
+    state = tx.side_effects.state_of(real)
     if state is not None:
         return state  # type: ignore[no-any-return]
     assert receiver.source is not None
@@ -74,11 +74,13 @@ def _known_state(tx: Context, receiver: Value, real: Any, name: str) -> Generato
         )
     _SPECIALISED[code] = current
     tx.pin_identity(receiver)
-    tx.guard(GuardKind.CONSTANT_MATCH, GeneratorStateSource(receiver.source), current)
+    tx.guard(
+        GuardKind.CONSTANT_MATCH, ReaderSource(receiver.source, _random.Random.getstate), current
+    )
     private = _random.Random()
     private.setstate(current)
     state = GeneratorState(real, receiver.source, private)
-    tx.side_effects.track_generator(state)
+    tx.side_effects.track_state(real, state)
     return state
 
 
@@ -102,7 +104,7 @@ def _primitive(name: str) -> Handler:
                 hint="Pass a seed (random.seed(n)) to compile the draws that follow it.",
             )
         if name in _SETTERS:
-            state = tx.side_effects.generator(real)
+            state = tx.side_effects.state_of(real)
             private = state.private if state is not None else _random.Random()
         else:
             state = _known_state(tx, receiver, real, name)
@@ -116,7 +118,7 @@ def _primitive(name: str) -> Handler:
             tx.pin_identity(receiver)
             assert receiver.source is not None
             state = GeneratorState(real, receiver.source, private)
-            tx.side_effects.track_generator(state)
+            tx.side_effects.track_state(real, state)
         if name != "getstate":
             state.changed = True
         return ConstantValue(result)

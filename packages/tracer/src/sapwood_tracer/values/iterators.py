@@ -5,7 +5,9 @@ real iterator object passed in (:class:`LiveIteratorValue`), whose items are not
 Invariant: advancing an iterator never touches the real objects it came from; an iterator
 built from an input container iterates over the container's guarded snapshot. A live
 iterator is never advanced by the trace: asking for its next item is a graph break, where the
-entry calls ``next()`` on the real object.
+entry calls ``next()`` on the real object (except ``next()`` of a range iterator, whose items
+to come are data: :mod:`sapwood_tracer.pymodel.range_iterator_inputs` advances the real one
+after the graph).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from ..errors import Unsupported
 from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
 from .containers import TupleValue
 
-__all__ = ["LiveIteratorValue", "MapIteratorValue"]
+__all__ = ["RANGE_ITERATOR", "LiveIteratorValue", "MapIteratorValue"]
+
+RANGE_ITERATOR = type(iter(range(0)))
 
 
 class LiveIteratorValue(IteratorValue):
@@ -27,11 +31,14 @@ class LiveIteratorValue(IteratorValue):
     every other use of it is refused (a graph break), while passing it on keeps its identity.
     """
 
-    __slots__ = ("cls",)
+    __slots__ = ("cls", "obj")
 
-    def __init__(self, cls: type, source: Any) -> None:
+    def __init__(self, cls: type, source: Any, obj: Any = None) -> None:
         super().__init__(source)
         self.cls = cls
+        #: the real iterator where a model reads its state (a range iterator's: see
+        #: :mod:`sapwood_tracer.pymodel.range_iterator_inputs`), else None
+        self.obj = obj
 
     def python_type(self) -> type:
         return self.cls

@@ -51,6 +51,8 @@ class GeneratorState:
         #: whether the trace changed the state (else nothing is written back)
         self.changed = False
 
-    def final_state(self) -> tuple[int, ...]:
-        """The state to give the real generator after the graph."""
-        return _random.Random.getstate(self.private)  # type: ignore[no-any-return]
+    def replay(self) -> tuple[Any, tuple[Any, ...]] | None:
+        """``_random.Random.setstate(real, <final state>)`` after the graph, if changed."""
+        if not self.changed:
+            return None
+        return _random.Random.setstate, (_random.Random.getstate(self.private),)
