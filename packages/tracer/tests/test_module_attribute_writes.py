@@ -99,3 +99,50 @@ def test_other_modules_attributes_are_not_written_by_the_trace():
     report = sapwood_tracer.explain(f)(module)
     assert report.breaks or report.eager_functions
     assert _compiled(f)(module) == 3 and module.value == 3
+
+
+def test_a_sys_attribute_deleted_is_gone_in_the_trace_and_after():
+    def f() -> Any:
+        sys.sapwood_test_spam = 1
+        delattr(sys, "sapwood_test_spam")
+        try:
+            del sys.sapwood_test_spam
+        except AttributeError as exc:
+            message = str(exc)
+        return hasattr(sys, "sapwood_test_spam"), message
+
+    expected = f()
+    report = sapwood_tracer.explain(f)()
+    assert report.breaks == [] and report.eager_functions == []
+    sys.sapwood_test_spam = 5
+    assert _compiled(f)() == expected and not hasattr(sys, "sapwood_test_spam")
+
+
+def test_deleting_an_attribute_sys_had_at_the_call_is_guarded_on_it():
+    def f() -> Any:
+        try:
+            delattr(sys, "sapwood_test_spam")
+        except AttributeError:
+            return "missing"
+        return "deleted"
+
+    compiled = _compiled(f)
+    sys.sapwood_test_spam = 1
+    assert compiled() == "deleted" and not hasattr(sys, "sapwood_test_spam")
+    assert compiled() == "missing"
+    sys.sapwood_test_spam = 1
+    assert compiled() == "deleted" and not hasattr(sys, "sapwood_test_spam")
+
+
+def test_delattr_and_setattr_refuse_names_that_are_not_strings_as_python_does():
+    def f(name: Any) -> Any:
+        out = []
+        for call in (lambda: setattr(sys, name, 1), lambda: delattr(sys, name), delattr):
+            try:
+                call()
+            except TypeError as exc:
+                out.append(str(exc))
+        return out
+
+    assert sapwood_tracer.explain(f)(1).breaks == []
+    assert _compiled(f)(1) == f(1) and len(f(1)) == 3

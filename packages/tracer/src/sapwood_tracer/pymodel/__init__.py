@@ -12,7 +12,8 @@ types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``C
 counting loop, :mod:`.random_generators` the primitives of ``random``'s generators (draws
 computed on a private copy of a generator whose state the trace knows), :mod:`.strict_zip`
 ``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
-iterator from the inputs (both used by :mod:`.iteration`); :mod:`.text` gives the text of values the folding on constants does not cover
+iterator from the inputs (both used by :mod:`.iteration`), :mod:`.attribute_deletion`
+``delattr()``; :mod:`.text` gives the text of values the folding on constants does not cover
 (enum members whose class has special methods of the user's, exceptions of the trace,
 ``str.join`` of an iterator).
 
@@ -20,6 +21,7 @@ May import: the value model, the context protocol, guards' sources, marks, error
 """
 
 from . import (
+    attribute_deletion,
     builtins,
     dict_subclasses,
     hashing,
@@ -31,6 +33,7 @@ from . import (
 )
 
 __all__ = [
+    "attribute_deletion",
     "builtins",
     "dict_subclasses",
     "hashing",

@@ -2,7 +2,7 @@
 ``setattr(sys, "breakpointhook", hook)``).
 
 A plain module's attribute is an entry of its ``__dict__``, which is the globals of the code
-defined in it: a write is recorded as an assignment of that global (later reads in the trace,
+defined in it: a write (or a ``del``) is recorded as an assignment of that global (later reads in the trace,
 through the module or as a global of its functions, see the new value) and replayed into the
 dict after the graph.
 
@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
+
+from sapwood_graph import AttrSource, GuardKind, Source
 
 from ..errors import Unsupported
+from ..guards.sources import ContainsSource
 from .base import Context, Value
+from .exceptions import python_error
 
-__all__ = ["pending_module_attribute", "write_module_attribute"]
+__all__ = ["delete_module_attribute", "pending_module_attribute", "write_module_attribute"]
 
 #: ``sys`` attributes CPython's C code (or code sapwood runs for real while tracing, such as
 #: the import system) reads: a write to one is seen there at once, not after the graph.
@@ -64,18 +69,45 @@ _READ_BY_THE_INTERPRETER = frozenset(
 )
 
 
+def _check_writable(module: types.ModuleType, name: Any, what: str, doing: str) -> None:
+    if module is not sys or type(module) is not types.ModuleType:
+        raise Unsupported(f"{doing} attribute {name!r} of {what}")
+    if not isinstance(name, str):
+        raise python_error(TypeError, f"attribute name must be string, not {type(name).__name__!r}")
+    if name in _READ_BY_THE_INTERPRETER:
+        raise Unsupported(
+            f"{doing} attribute {name!r} of {what}, which the interpreter reads itself",
+            hint="Do it outside the compiled function.",
+        )
+
+
 def write_module_attribute(
     tx: Context, module: types.ModuleType, name: str, value: Value, what: str
 ) -> None:
     """``module.name = value`` in the trace (``what`` names the module for reasons)."""
-    if module is not sys or type(module) is not types.ModuleType:
-        raise Unsupported(f"setting attribute {name!r} of {what}")
-    if name in _READ_BY_THE_INTERPRETER:
-        raise Unsupported(
-            f"setting attribute {name!r} of {what}, which the interpreter reads itself",
-            hint="Set it outside the compiled function.",
-        )
+    _check_writable(module, name, what, "setting")
     tx.side_effects.store_global(vars(module), name, value)
+
+
+def delete_module_attribute(
+    tx: Context, module: types.ModuleType, name: str, source: Source, what: str
+) -> None:
+    """``del module.name`` in the trace (``source``: where the guards find the module)."""
+    _check_writable(module, name, what, "deleting")
+    written, pending = pending_module_attribute(tx, module, name)
+    if written:
+        present = pending is not None
+    else:
+        present = name in vars(module)
+        tx.guard(
+            GuardKind.CONSTANT_MATCH, ContainsSource(AttrSource(source, "__dict__"), name), present
+        )
+    if not present:
+        try:  # (Python's own words, from a module of the same name)
+            delattr(types.ModuleType(module.__name__), name)
+        except AttributeError as exc:
+            raise python_error(AttributeError, *exc.args) from None
+    tx.side_effects.store_global(vars(module), name, None)
 
 
 def pending_module_attribute(

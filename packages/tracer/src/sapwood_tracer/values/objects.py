@@ -53,7 +53,11 @@ from .containers import DictValue
 from .exceptions import CHAINING_FIELDS, exception_value, python_error
 from .functions import BoundMethodValue
 from .logging_calls import LOGGER_METHODS, LoggingCallValue
-from .module_writes import pending_module_attribute, write_module_attribute
+from .module_writes import (
+    delete_module_attribute,
+    pending_module_attribute,
+    write_module_attribute,
+)
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
 __all__ = [
@@ -476,6 +480,10 @@ class PyModuleValue(Value):
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         write_module_attribute(tx, self.module, name, value, self.describe())
+
+    def delattr(self, tx: Context, name: str) -> None:
+        source = held(self.module, self.module.__name__)
+        delete_module_attribute(tx, self.module, name, source, self.describe())
 
 
 _LIBRARY_ROOTS = frozenset(
