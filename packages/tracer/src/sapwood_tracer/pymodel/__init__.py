@@ -13,9 +13,9 @@ counting loop, :mod:`.random_generators` the primitives of ``random``'s generato
 computed on a private copy of a generator whose state the trace knows), :mod:`.strict_zip`
 ``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
 iterator from the inputs (both used by :mod:`.iteration`), :mod:`.attribute_deletion`
-``delattr()``; :mod:`.text` gives the text of values the folding on constants does not cover
-(enum members whose class has special methods of the user's, exceptions of the trace,
-``str.join`` of an iterator).
+``delattr()``, :mod:`.summation` ``sum()`` (compensated on Python 3.12+); :mod:`.text` gives
+the text of values the folding on constants does not cover (enum members whose class has
+special methods of the user's, exceptions of the trace, ``str.join`` of an iterator).
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
@@ -30,6 +30,7 @@ from . import (
     random_generators,
     settings,
     stdlib,
+    summation,
 )
 
 __all__ = [
@@ -42,4 +43,5 @@ __all__ = [
     "random_generators",
     "settings",
     "stdlib",
+    "summation",
 ]

@@ -441,15 +441,6 @@ def _round(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     raise Unsupported("round() of a non-constant")
 
 
-@handles(builtins.sum)
-def _sum(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    items = tx.unpack(args[0])
-    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
-    for item in items:
-        total = ops.binary(tx, operator.add, total, item)
-    return total
-
-
 @handles(builtins.any)
 def _any(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     it = tx.iterate(args[0])
