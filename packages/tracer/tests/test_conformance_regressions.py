@@ -450,3 +450,19 @@ def test_round_with_the_number_as_a_keyword_is_modelled():
     report = sapwood_tracer.explain(fn)(2.5)
     assert report.breaks == [] and report.eager_functions == []
     assert _compiled(fn)(2.5) == fn(2.5)
+
+
+def test_float_getformat_is_folded_with_pythons_errors():
+    # test_float.test_getformat: a graph break ("calling float.__getformat__")
+    def fn():
+        out = [float.__getformat__("double"), float.__getformat__("float")]
+        for arg in ("chicken", 1):
+            try:
+                float.__getformat__(arg)
+            except (ValueError, TypeError) as exc:
+                out.append(repr(exc))
+        return out
+
+    report = sapwood_tracer.explain(fn)()
+    assert report.breaks == [] and report.eager_functions == []
+    assert _compiled(fn)() == fn()

@@ -78,6 +78,7 @@ _FOLDABLE |= {
     struct.unpack,
     struct.calcsize,
     float.fromhex,
+    float.__getformat__,
     bytes.fromhex,
     int.from_bytes,
     bool.from_bytes,
