@@ -435,3 +435,34 @@ def test_sapwoods_call_path_does_not_call_a_replaced_builtins_len():
     finally:
         builtins.len = real_len
     assert [t.tolist() for t in got] == [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
+
+
+def test_round_with_the_number_as_a_keyword_is_modelled():
+    # test_builtin.test_round: an internal error (the handler read args[0])
+    def fn(x):
+        out = [round(number=-8.0, ndigits=-1), round(number=x)]
+        try:
+            round()
+        except TypeError as exc:
+            out.append(str(exc))
+        return out
+
+    report = sapwood_tracer.explain(fn)(2.5)
+    assert report.breaks == [] and report.eager_functions == []
+    assert _compiled(fn)(2.5) == fn(2.5)
+
+
+def test_float_getformat_is_folded_with_pythons_errors():
+    # test_float.test_getformat: a graph break ("calling float.__getformat__")
+    def fn():
+        out = [float.__getformat__("double"), float.__getformat__("float")]
+        for arg in ("chicken", 1):
+            try:
+                float.__getformat__(arg)
+            except (ValueError, TypeError) as exc:
+                out.append(repr(exc))
+        return out
+
+    report = sapwood_tracer.explain(fn)()
+    assert report.breaks == [] and report.eager_functions == []
+    assert _compiled(fn)() == fn()

@@ -67,3 +67,35 @@ def test_a_partial_made_in_the_trace_lacks_unknown_attributes():
         return "found"
 
     assert _compiled(fn)(1) == fn(1) == "missing"
+
+
+class _PlainPartial(functools.partial):
+    pass
+
+
+def test_a_partial_made_in_the_trace_is_returned_as_a_real_one():
+    def fn(x):
+        p = functools.partial(pow, 2, mod=5)
+        q = _PlainPartial(_capture, x + 1, key=[x])
+        p.keywords["mod"] = 7  # (the dict its calls read)
+        return p, q, p.args, q.keywords
+
+    report = sapwood_tracer.explain(fn)(torch.ones(1))
+    assert report.breaks == [] and report.eager_functions == []
+    p, q, args, keywords = _compiled(fn)(torch.ones(1))
+    expected_p, expected_q, _, _ = fn(torch.ones(1))
+    assert str(q(1)) == str(expected_q(1))  # (tensors inside: compared as text)
+    assert type(p) is functools.partial and type(q) is _PlainPartial
+    assert p(3) == expected_p(3) == 1 and p.func is pow
+    assert p.args is args and q.keywords is keywords  # the very tuple and dict
+    assert q.args[0].item() == 2.0 and q.keywords["key"][0].item() == 1.0
+    assert not hasattr(q, "spam") and q.__dict__ == {}
+
+
+def test_a_partial_passed_in_and_returned_is_the_same_object():
+    def fn(p):
+        return p, p(1)
+
+    p = functools.partial(_capture, "a")
+    got = _compiled(fn)(p)
+    assert got[0] is p and got[1] == fn(p)[1]

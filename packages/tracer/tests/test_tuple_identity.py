@@ -98,9 +98,9 @@ def test_a_slice_of_all_of_an_exact_tuple_is_the_tuple(check):
             t[::1] is t,
             t[::-1] is t,
             t[:1] is t,
-            t[1:1] is (),
+            t[1:1] is (),  # noqa: F632
             given[:] is given,
-            ()[:] is (),
+            ()[:] is (),  # noqa: F632
             type(p[:]),  # (of a subclass: a new plain tuple)
         )
 

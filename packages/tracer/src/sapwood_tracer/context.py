@@ -95,6 +95,18 @@ class EffectLog(Protocol[V]):
         """``(True, value)`` if the trace assigned the global (value ``None``: deleted)."""
         ...
 
+    #: the models of real objects' states, by the object's id (see :meth:`track_state`)
+    object_states: dict[int, Any]
+
+    def state_of(self, obj: Any) -> Any:
+        """The trace's model of the real object ``obj``'s state (a random generator's, ...),
+        if it has one yet."""
+        ...
+
+    def track_state(self, obj: Any, state: Any) -> None:
+        """The trace models ``obj``'s state from now on: ``state.replay()`` writes it back."""
+        ...
+
 
 class FrameState(Protocol[V]):
     """A symbolic frame as values see it (``super()`` reads its first argument; a generator

@@ -37,6 +37,7 @@ from ..breaks.resume import resume_info
 from ..guards.sources import WeakHandle
 from ..interpreter.budget import forget_overruns
 from ..interpreter.instructions import decode
+from ..pymodel.random_generators import forget_specialised_states
 
 __all__ = [
     "BREAK_COST_LIMIT",
@@ -224,6 +225,7 @@ def lookup(code: types.CodeType) -> CodeCache | None:
 
 def reset() -> None:
     """Drop every cache entry of every compiled function (and forget which codes overran
-    the trace budget)."""
+    the trace budget, and the generator states functions were specialised on)."""
     _caches.clear()
     forget_overruns()
+    forget_specialised_states()

@@ -74,6 +74,7 @@ from ..values.objects import (
     PyModuleValue,
 )
 from ..values.ordered_dataclasses import OrderedDataclassValue
+from ..values.partials import PartialValue
 from ..values.sequence_iterators import NextOnly, user_iterator_of
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
@@ -143,6 +144,9 @@ class OutputCollector:
                 self.collect(item, seen)
         elif isinstance(value, NewObjectValue):
             for item in value.attrs.values():
+                self.collect(item, seen)
+        elif isinstance(value, PartialValue):
+            for item in (value.fn, value.args, value.keywords):
                 self.collect(item, seen)
         elif isinstance(value, ExceptionValue):
             for item in (*value.args, *value.attrs.values()):
@@ -229,13 +233,19 @@ def build_entry_function(
 
 
 def _emit_set_replays(em: Emitter, effects: SideEffects, indent: str) -> None:
-    """Replay the operations on sets from the inputs on the real sets, in program order."""
+    """Replay the operations on sets from the inputs on the real sets, in program order, and
+    give each object whose state the trace modelled and changed its final state."""
     for target, op, args in effects.set_ops:
         assert target.source is not None
         parts = [em.source(target.source, indent)]
         for kind, arg in args:
             parts.append(em.const(arg) if kind == "const" else em.source(arg.source, indent))
         em.lines.append(f"{indent}{em.const(op)}({', '.join(parts)})")
+    for state in effects.object_states.values():
+        replay = state.replay()  # (constants: the final state, set at once)
+        if replay is not None:
+            parts = [em.source(state.source, indent), *(em.const(a) for a in replay[1])]
+            em.lines.append(f"{indent}{em.const(replay[0])}({', '.join(parts)})")
 
 
 def _emit_mutations(
@@ -435,7 +445,7 @@ def _emit_value(
     if isinstance(value, ModuleValue) and isinstance(value.source, HeldObjectSource):
         raise Unsupported(f"returning {value.describe()} built during the trace")
     if isinstance(value, (ModuleValue, ObjectValue)) or (
-        isinstance(value, UserFunctionValue) and value.source is not None
+        isinstance(value, (UserFunctionValue, PartialValue)) and value.source is not None
     ):
         assert value.source is not None
         return em.source(value.source, indent)
@@ -500,6 +510,15 @@ def _emit_value(
         return name
     if isinstance(value, ContextClassValue):
         return em.const(value.cls)
+    if isinstance(value, PartialValue):
+        # made, then given the traced state: __setstate__ keeps the args tuple and the
+        # keywords dict themselves (shared with whatever else holds them)
+        name, fn = em.temp(), _emit(em, value.fn, collector, built, indent)
+        em.lines.append(f"{indent}{name} = {em.const(value.cls)}({fn})")
+        built[id(value)] = name
+        parts = [_emit(em, v, collector, built, indent) for v in (value.args, value.keywords)]
+        em.lines.append(f"{indent}{name}.__setstate__(({fn}, {', '.join(parts)}, None))")
+        return name
     if isinstance(value, IteratorValue):
         return _emit_iterator(em, value, collector, built, indent)
     if isinstance(value, SliceValue):

@@ -56,6 +56,7 @@ from .sources import (
     LeafViewSource,
     LenSource,
     ModuleHooksSource,
+    ReaderSource,
     WeakHandle,
     WeakRefTargetSource,
     make_view_leaf,
@@ -213,6 +214,8 @@ class Emitter:
             return f"len({base})"
         if isinstance(source, LeafViewSource):
             return f"{self.const(make_view_leaf)}({base}, {self.const(source.steps)})"
+        if isinstance(source, ReaderSource):
+            return f"{self.const(source.reader)}({base})"
         if isinstance(source, TensorPropertySource):  # a size or stride binding a symbol
             if source.index is None:
                 return f"{base}.storage_offset()"

@@ -29,6 +29,7 @@ __all__ = [
     "LeafViewSource",
     "LenSource",
     "ModuleHooksSource",
+    "ReaderSource",
     "WeakHandle",
     "WeakRefTargetSource",
     "held_weakly",
@@ -133,6 +134,25 @@ class LenSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return len(self.of.resolve(f_locals, f_globals, function))
+
+
+@_frozen
+class ReaderSource(_Printable):
+    """``reader(of)``: the state of the object at ``of`` as a pure function of the standard
+    library reads it (a random generator's state, a range iterator's items still to come)."""
+
+    of: Source
+    reader: Any
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"{self.reader.__name__}({self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return self.reader(self.of.resolve(f_locals, f_globals, function))
 
 
 @_frozen

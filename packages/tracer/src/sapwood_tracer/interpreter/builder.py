@@ -71,6 +71,7 @@ from ..values.objects import (
     PyModuleValue,
 )
 from ..values.partials import PartialValue, c_partial_base
+from ..values.random_generators import is_generator_primitive
 from ..values.runtime_objects import EnvironValue, WeakRefValue
 from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
@@ -329,6 +330,9 @@ def _per_access_method(tx: WrappingSession, obj: Any, source: Source) -> Value:
     owner = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
     if isinstance(owner, (ListValue, DictValue, SetValue)):
         return BoundBuiltinMethod(owner, name)
+    descriptor = getattr(type(obj.__self__), name, None)
+    if is_generator_primitive(descriptor):  # (``random.random``: the module's generator's)
+        return BoundMethodValue(BuiltinValue(descriptor), owner)
     return BuiltinValue(obj, source)
 
 

@@ -1,11 +1,13 @@
 """Side effects of a trace on objects that existed before the call.
 
-Four kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
+Five kinds: attribute writes (``obj.attr = value`` on an object or module from the inputs),
 mutations of lists and dicts from the inputs (``xs.append(y)``, ``d[k] = v``), operations on
-sets from the inputs (``s.add(k)``, ``s |= t``), and global assignments. During the trace
+sets from the inputs (``s.add(k)``, ``s |= t``), global assignments, and the state of objects
+whose state the trace models as data (a random generator's, a range iterator's position: see
+:class:`ObjectState`). During the trace
 later reads see the new values; after the graph runs, the effects are applied to the real
 objects: the set operations replayed in program order (a set's final order depends on its
-history, not only on its members), attribute writes in program order, each mutated
+history, not only on its members), each modelled object's final state, attribute writes in program order, each mutated
 container's final contents, then each assigned global's final value.
 
 Invariant: a write is keyed by the real object's identity, not by the source it was reached
@@ -14,14 +16,25 @@ through, so two paths to one object see one pending value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sapwood_graph import Source
 
 from ..values.base import Value
 
-__all__ = ["AttributeWrite", "SideEffects"]
+__all__ = ["AttributeWrite", "ObjectState", "SideEffects"]
+
+
+class ObjectState(Protocol):
+    """The trace's model of a real object's state (a random generator's, ...): after the
+    graph, ``fn(<the object at source>, *args)`` of :meth:`replay` gives the object its final
+    state (None: the trace did not change it)."""
+
+    source: Source
+
+    def replay(self) -> tuple[Callable[..., Any], tuple[Any, ...]] | None: ...
 
 
 @dataclass(slots=True)
@@ -49,6 +62,15 @@ class SideEffects:
         self.set_ops: list[tuple[Value, Any, list[tuple[str, Any]]]] = []
         #: globals assigned by the trace: (globals dict, name) -> value (None: deleted)
         self.globals: dict[tuple[int, str], tuple[dict[str, Any], str, Value | None]] = {}
+        #: models of real objects' states, by the real object's id, in first-use order
+        self.object_states: dict[int, ObjectState] = {}
+
+    def state_of(self, obj: Any) -> Any:
+        """The trace's model of ``obj``'s state, if it has one yet."""
+        return self.object_states.get(id(obj))
+
+    def track_state(self, obj: Any, state: ObjectState) -> None:
+        self.object_states[id(obj)] = state
 
     def store_cell(self, cell: Value) -> None:
         """A real closure cell (``nonlocal``) was assigned: write its last value back."""

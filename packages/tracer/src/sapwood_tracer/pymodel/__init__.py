@@ -12,14 +12,19 @@ plain objects (what ``copy.copy``/``copy.deepcopy`` ask), :mod:`.integer_argumen
 functions that take integers through ``__index__`` (``math.gcd``, ``operator.index``),
 :mod:`.itertools_lazy` the lazy ``itertools``
 types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``Counter``'s
-counting loop; :mod:`.text` gives the text of values the folding on constants does not cover
-(enum members whose class has special methods of the user's, exceptions of the trace,
-``str.join`` of an iterator).
+counting loop, :mod:`.random_generators` the primitives of ``random``'s generators (draws
+computed on a private copy of a generator whose state the trace knows), :mod:`.strict_zip`
+``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
+iterator from the inputs (both used by :mod:`.iteration`), :mod:`.attribute_deletion`
+``delattr()``, :mod:`.summation` ``sum()`` (compensated on Python 3.12+); :mod:`.text` gives
+the text of values the folding on constants does not cover (enum members whose class has
+special methods of the user's, exceptions of the trace, ``str.join`` of an iterator).
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
 
 from . import (
+    attribute_deletion,
     builtins,
     copying,
     dict_subclasses,
@@ -27,11 +32,14 @@ from . import (
     integer_arguments,
     iteration,
     itertools_lazy,
+    random_generators,
     settings,
     stdlib,
+    summation,
 )
 
 __all__ = [
+    "attribute_deletion",
     "builtins",
     "copying",
     "dict_subclasses",
@@ -39,6 +47,8 @@ __all__ = [
     "integer_arguments",
     "iteration",
     "itertools_lazy",
+    "random_generators",
     "settings",
     "stdlib",
+    "summation",
 ]

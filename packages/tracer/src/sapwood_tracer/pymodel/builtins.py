@@ -78,6 +78,7 @@ _FOLDABLE |= {
     struct.unpack,
     struct.calcsize,
     float.fromhex,
+    float.__getformat__,
     bytes.fromhex,
     int.from_bytes,
     bool.from_bytes,
@@ -430,23 +431,15 @@ def _abs(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.round)
 def _round(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    if not isinstance(args[0], TensorValue):
+    number = args[0] if args else kwargs.get("number")  # (``round(number=x)``)
+    if not isinstance(number, TensorValue):
         args = [specialised_int(a) for a in args]
         kwargs = {k: specialised_int(v) for k, v in kwargs.items()}
     if all(a.is_constant() for a in args) and all(v.is_constant() for v in kwargs.values()):
         return _fold_call(tx, round, args, kwargs)
-    if isinstance(args[0], TensorValue):
+    if isinstance(number, TensorValue):
         return tx.graph.call_function(tx, round, args, kwargs)
     raise Unsupported("round() of a non-constant")
-
-
-@handles(builtins.sum)
-def _sum(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    items = tx.unpack(args[0])
-    total = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
-    for item in items:
-        total = ops.binary(tx, operator.add, total, item)
-    return total
 
 
 @handles(builtins.any)

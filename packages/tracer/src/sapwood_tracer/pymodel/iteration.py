@@ -1,6 +1,6 @@
 """Models of the builtins that make and consume iterators: ``iter``, ``next``, ``zip``,
-``enumerate``, ``reversed``, ``map``, ``filter``, ``sorted`` (registered in
-:mod:`.builtins`' table on import)."""
+``enumerate``, ``reversed``, ``map``, ``filter``, ``sorted`` (registered in :mod:`.builtins`'
+table on import); strict ``zip``'s iterator is :mod:`.strict_zip`'s."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ..values.containers import (
 )
 from ..values.enums import EnumClassValue
 from ..values.exceptions import exception_value, python_error
-from ..values.iterators import MapIteratorValue
+from ..values.iterators import LiveIteratorValue, MapIteratorValue
 from ..values.objects import NewObjectValue, ObjectValue, UserIteratorValue
 from ..values.sequence_iterators import (
     SequenceIteratorValue,
@@ -36,6 +36,8 @@ from ..values.sequence_iterators import (
 )
 from ..values.views import DictIteratorValue, DictViewValue, dict_iterator_at
 from .builtins import handles
+from .range_iterator_inputs import next_of_live
+from .strict_zip import StrictZipIterator, strict_zip_of
 
 __all__: list[str] = []
 
@@ -108,7 +110,7 @@ def _next(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     it = args[0]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"next() of {it.describe()}")
-    value = it.next_value(tx)
+    value = next_of_live(tx, it) if isinstance(it, LiveIteratorValue) else it.next_value(tx)
     if value is None:
         if len(args) > 1:
             return args[1]
@@ -164,15 +166,13 @@ def _list_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) 
 @handles(builtins.zip)
 def _zip(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if kwargs.get("strict") is not None and kwargs["strict"].as_constant():
-        # strict zip raises only when iteration reaches the shorter end, having advanced the
-        # iterators so far: modelled for sequences of equal length only
-        if any(isinstance(a, IteratorValue) for a in args):
-            raise Unsupported("zip(strict=True) over iterators")
-        lists = [tx.unpack(a) for a in args]
-        if len({len(x) for x in lists}) > 1:
-            raise Unsupported("zip(strict=True) over sequences of unequal lengths")
-        return ListIteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
+        return StrictZipIterator(_iterators(tx, args))
     return MapIteratorValue("zip", None, _iterators(tx, args))
+
+
+@handles(strict_zip_of)
+def _strict_zip_of(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return StrictZipIterator(_iterators(tx, args))
 
 
 @handles(builtins.enumerate)

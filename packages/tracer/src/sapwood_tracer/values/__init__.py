@@ -6,7 +6,8 @@ that make their use sound were recorded when they were wrapped (see
 :mod:`sapwood_tracer.interpreter.builder`). Values created during the trace carry no source.
 
 The modules, lowest first (each imports only those before it): :mod:`.base` (the
-:class:`~.base.Value` protocol, constants, builtins, list iterators), :mod:`.functions`,
+:class:`~.base.Value` protocol, constants, builtins, list iterators), :mod:`.random_generators`
+(the state of ``random``'s generators during a trace), :mod:`.functions`,
 :mod:`.attributes` (class attribute lookup), :mod:`.dunders` (containers' special
 methods), :mod:`.list_iterators`, :mod:`.containers`, :mod:`.sets`, :mod:`.iterators`,
 :mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`,

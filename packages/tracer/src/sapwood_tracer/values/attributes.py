@@ -20,6 +20,7 @@ from ..errors import Unsupported
 from ..guards.sources import ContainsSource, HeldObjectSource
 from .base import BuiltinValue, Context, Value
 from .functions import BoundMethodValue
+from .random_generators import is_generator_primitive
 
 __all__ = [
     "class_attribute",
@@ -141,5 +142,7 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
             raw, (types.WrapperDescriptorType, types.MethodDescriptorType)
         ):
             return BuiltinValue(raw)
+        if receiver is not None and is_generator_primitive(raw):
+            return BoundMethodValue(BuiltinValue(raw), receiver)  # (``rng.random``)
         raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
     return tx.wrap(raw, source)

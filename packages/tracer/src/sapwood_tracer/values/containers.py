@@ -289,7 +289,7 @@ class ListValue(_SequenceValue):
                 cls=ValueError, args=(ConstantValue("list.remove(x): x not in list"),)
             )
         if name == "sort":
-            if not all(v.is_constant() for v in self.items) or args:
+            if args or not all(_sortable(v) for v in self.items):
                 raise Unsupported("list.sort of non-constant items")
             key = kwargs.get("key")
             reverse = kwargs.get("reverse", ConstantValue(False)).as_constant()
@@ -303,21 +303,16 @@ class ListValue(_SequenceValue):
         raise Unsupported(f"list.{name}")
 
 
-_LIST_METHODS = frozenset(
-    [
-        "append",
-        "extend",
-        "insert",
-        "pop",
-        "clear",
-        "reverse",
-        "copy",
-        "index",
-        "count",
-        "remove",
-        "sort",
-    ]
-)
+_LIST_CHANGERS = ("append", "extend", "insert", "pop", "clear", "reverse", "remove", "sort")
+_LIST_METHODS = frozenset((*_LIST_CHANGERS, "copy", "index", "count"))
+
+
+def _sortable(v: Value) -> bool:
+    """Whether ``v`` compares as a constant: one, a symbolic int (specialised), or a tuple of
+    such (a symbolic float stays unknown)."""
+    if type(v) is TupleValue:
+        return all(_sortable(item) for item in v.items)
+    return v.is_constant() or v.python_type() is int
 
 
 def _rebuildable_subclass(cls: type, obj: Any) -> bool:

@@ -5,7 +5,9 @@ real iterator object passed in (:class:`LiveIteratorValue`), whose items are not
 Invariant: advancing an iterator never touches the real objects it came from; an iterator
 built from an input container iterates over the container's guarded snapshot. A live
 iterator is never advanced by the trace: asking for its next item is a graph break, where the
-entry calls ``next()`` on the real object.
+entry calls ``next()`` on the real object (except ``next()`` of a range iterator, whose items
+to come are data: :mod:`sapwood_tracer.pymodel.range_iterator_inputs` advances the real one
+after the graph).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from ..errors import Unsupported
 from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
 from .containers import TupleValue
 
-__all__ = ["LiveIteratorValue", "MapIteratorValue"]
+__all__ = ["RANGE_ITERATOR", "LiveIteratorValue", "MapIteratorValue"]
+
+RANGE_ITERATOR = type(iter(range(0)))
 
 
 class LiveIteratorValue(IteratorValue):
@@ -25,8 +29,9 @@ class LiveIteratorValue(IteratorValue):
     the caller passed). Guarded by type only: its position and items are unknown, so the
     trace stops where the next item is needed (``FOR_ITER``: a ``next`` graph break) and
     every other use of it is refused (a graph break), while passing it on keeps its identity.
-    Its object is kept for identity only (``is``): one object reached through two sources
-    (a global and a weak reference's target) is one value, behind an alias guard.
+    Its object is kept for identity (``is``: one object reached through two sources, a
+    global and a weak reference's target, is one value, behind an alias guard) and, for a
+    range iterator, for its position (:mod:`sapwood_tracer.pymodel.range_iterator_inputs`).
     """
 
     __slots__ = ("cls", "obj")

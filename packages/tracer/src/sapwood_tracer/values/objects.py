@@ -53,6 +53,11 @@ from .containers import DictValue
 from .exceptions import CHAINING_FIELDS, exception_value, python_error
 from .functions import BoundMethodValue
 from .logging_calls import LOGGER_METHODS, LoggingCallValue
+from .module_writes import (
+    delete_module_attribute,
+    pending_module_attribute,
+    write_module_attribute,
+)
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
 
 __all__ = [
@@ -458,6 +463,9 @@ class PyModuleValue(Value):
         return self.module
 
     def getattr(self, tx: Context, name: str) -> Value:
+        written, pending = pending_module_attribute(tx, self.module, name)
+        if written and pending is not None:
+            return pending
         try:
             attr = getattr(self.module, name)
         except AttributeError:
@@ -469,6 +477,13 @@ class PyModuleValue(Value):
             # monkeypatched between calls; their data (flags, registries) is guarded.
             return tx.wrap_trusted(attr)
         return tx.wrap(attr, AttrSource(held(self.module, self.module.__name__), name))
+
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
+        write_module_attribute(tx, self.module, name, value, self.describe())
+
+    def delattr(self, tx: Context, name: str) -> None:
+        source = held(self.module, self.module.__name__)
+        delete_module_attribute(tx, self.module, name, source, self.describe())
 
 
 _LIBRARY_ROOTS = frozenset(
