@@ -194,7 +194,7 @@ class _DeepCopier:
         known = self.memo.get(tx.identity_key(value))
         if known is not None:
             return known
-        if isinstance(value, TupleValue) and type(value) is TupleValue:
+        if isinstance(value, TupleValue) and kind is tuple:
             items = [self.copy(item) for item in value.items]
             known = self.memo.get(tx.identity_key(value))  # (reached again through an item)
             if known is not None:
