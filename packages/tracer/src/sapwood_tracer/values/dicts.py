@@ -28,7 +28,7 @@ from .base import (
     attribute_missing,
 )
 from .dunders import call_special, has_special, is_special, special_method
-from .sequences import TupleValue
+from .sequences import ListValue, TupleValue
 from .views import DictIteratorValue, DictViewValue
 
 __all__ = ["DictValue", "filled_dict"]
@@ -273,9 +273,22 @@ class DictValue(Value):
                 old = self.entries.get(k)
                 self.entries[k] = (old[0] if old else pair[0], pair[1])
             return
-        for item in other.unpack(tx):
-            key, value = item.unpack(tx)
-            self.setitem(tx, key, value)
+        if _has_keys(tx, other):
+            # a mapping: Python iterates ``other.keys()`` and reads each ``other[key]``
+            for key in tx.unpack(tx.call(tx.getattr(other, "keys"), [], {})):
+                self.setitem(tx, key, tx.getitem(other, key))
+            return
+        for i, item in enumerate(other.unpack(tx)):
+            if item.is_constant() and not _iterable(item.as_constant()):
+                message = f"cannot convert dictionary update sequence element #{i} to a sequence"
+                raise TracedException(cls=TypeError, args=(ConstantValue(message),))
+            pair = item.unpack(tx)
+            if len(pair) != 2:
+                message = (
+                    f"dictionary update sequence element #{i} has length {len(pair)}; 2 is required"
+                )
+                raise TracedException(cls=ValueError, args=(ConstantValue(message),))
+            self.setitem(tx, pair[0], pair[1])
 
 
 #: special methods an OrderedDict shares with dict (its own differ: ``__eq__``, ...)
@@ -297,6 +310,31 @@ def _flag(method: str, name: str, args: list[Value], kwargs: dict, position: int
     if not flag.is_constant():
         raise Unsupported(f"OrderedDict.{method} with {flag.describe()} for {name}")
     return bool(flag.as_constant())
+
+
+def _has_keys(tx: Context, other: Value) -> bool:
+    """Whether ``dict.update(other)`` takes ``other`` as a mapping (it has ``keys``)."""
+    if isinstance(other, (TupleValue, ListValue)):
+        return False
+    if other.is_constant():
+        return hasattr(other.as_constant(), "keys")
+    try:
+        return other.hasattr(tx, "keys")
+    except Unsupported:
+        # an iterator or generator the trace cannot ask for attributes: a builtin type
+        # whose instances have no ``__dict__`` has the attributes of its type alone
+        cls = other.python_type()
+        if cls.__flags__ & _HEAPTYPE or cls.__dictoffset__:
+            raise
+        return hasattr(cls, "keys")
+
+
+def _iterable(obj: Any) -> bool:
+    try:
+        iter(obj)
+    except TypeError:
+        return False
+    return True
 
 
 def filled_dict(cls: type, pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:

@@ -96,6 +96,9 @@ class _UserProtocols(Value):
     def setitem(self, tx: Context, key: Value, value: Value) -> None:
         self._dunder(tx, "__setitem__", [key, value])
 
+    def delitem(self, tx: Context, key: Value) -> None:
+        self._dunder(tx, "__delitem__", [key])
+
     def length(self, tx: Context) -> int:
         return int(self._dunder(tx, "__len__", []).as_constant())
 

@@ -1,0 +1,131 @@
+"""Dicts as Python's protocols use them, compiled whole (``fullgraph=True``) and compared with
+eager: ``dict(mapping)`` and ``update`` of mappings and of pairs (with Python's errors), item
+deletion on user mappings, ``popitem`` of a dict that was passed in (written back to the real
+dict), the special methods called by name (``d.__or__(x)``) and ``reversed()`` of views."""
+
+from __future__ import annotations
+
+import collections
+import copy
+from typing import Any
+
+import pytest
+import torch
+
+import sapwood_tracer
+from sapwood_tracer import Unsupported
+
+
+def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    return gm.forward
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Any:
+    sapwood_tracer.reset()
+    yield
+    sapwood_tracer.reset()
+
+
+def _same_as_eager(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` compiled whole gives what eager gives; inputs end alike (deep copies are
+    given to each run)."""
+    eager_args = copy.deepcopy(args)
+    expected = fn(*eager_args)
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    got = compiled(*args)
+    _equal(got, expected)
+    _equal(args, eager_args)
+    return got
+
+
+def _equal(a: Any, b: Any) -> None:
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            _equal(x, y)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), (a, b)
+        for k in a:
+            _equal(a[k], b[k])
+    else:
+        assert a == b, (a, b)
+
+
+def _breaks(fn: Any, *args: Any) -> None:
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    with pytest.raises(Unsupported):
+        compiled(*args)
+
+
+def _caught(call: Any) -> tuple[str, str]:
+    try:
+        call()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
+# ----------------------------------------------------------------- dict(mapping), update
+def test_dict_of_a_mapping_reads_its_keys_and_items():
+    def fn(x):
+        chain = collections.ChainMap({"a": 1, "b": 2}, {"b": 20, "c": 30})
+        d = {"z": 0}
+        d.update(chain)
+        e = {}
+        e |= collections.UserDict(q=1)
+        return x + 1, dict(chain), dict(chain.items()), dict(collections.UserDict(a=1)), d, e
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_dict_of_iterators_of_pairs():
+    def fn(x):
+        return (
+            x + 1,
+            dict(zip("ab", [1, 2])),
+            dict((k, 1) for k in "ab"),
+            dict(enumerate("ab")),
+            dict(map(lambda k: (k, 2), "ab")),
+            dict((("a", 1), "bc")),
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_dict_update_with_bad_elements_raises_pythons_errors():
+    def fn(x):
+        d = {"a": 0}
+        out = [
+            _caught(lambda: dict([(1,)])),
+            _caught(lambda: dict([("k", 1), 1])),
+            _caught(lambda: d.update([("b", 1), (1, 2, 3)])),
+        ]
+        return x + 1, out, d  # (the pairs before the bad one are in)
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_item_deletion_on_a_user_mapping_calls_its_delitem():
+    class Log:
+        def __init__(self):
+            self.deleted = []
+
+        def __delitem__(self, key):
+            self.deleted.append(key)
+
+    def fn(x):
+        chain = collections.ChainMap()
+        chain["a"] = 1
+        child = chain.new_child()
+        child["a"] = 2
+        child["b"] = 3
+        del child["a"]
+        log = Log()
+        del log[3]
+        return x + 1, child.maps, dict(child), log.deleted, _caught(lambda: child.__delitem__("a"))
+
+    _same_as_eager(fn, torch.ones(1))
