@@ -129,3 +129,28 @@ def test_item_deletion_on_a_user_mapping_calls_its_delitem():
         return x + 1, child.maps, dict(child), log.deleted, _caught(lambda: child.__delitem__("a"))
 
     _same_as_eager(fn, torch.ones(1))
+
+
+# ----------------------------------------------------------------- special methods by name
+def test_dict_merge_special_methods_with_operands_that_are_no_dicts():
+    def fn(x):
+        a = {0: 0, 1: 1, 2: 1}
+        out = [a.__or__(None), a.__or__(()), a.__or__("BAD"), a.__ror__(""), a.__or__({5: 5})]
+        out.append(a.__ror__({5: 5}))
+        out.append(_caught(lambda: a.__ior__(None)))
+        out.append(_caught(lambda: a.__ior__(5)))
+        out.append(_caught(lambda: a.__ior__("BAD")))
+        out.append(a.__ior__(()) is a)
+        out.append(a.__ior__(""))
+        out.append(a.__ior__([(7, 7)]))
+        out.append(a.__ior__(collections.ChainMap({8: 8})))
+        return x + 1, out, a
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_dict_ior_by_name_on_an_input_is_written_back():
+    def fn(x, a):
+        return x + 1, a.__ior__([(1, 2)]), a.__or__(None)
+
+    _same_as_eager(fn, torch.ones(1), {0: 1})

@@ -278,6 +278,9 @@ class DictValue(Value):
             for key in tx.unpack(tx.call(tx.getattr(other, "keys"), [], {})):
                 self.setitem(tx, key, tx.getitem(other, key))
             return
+        if other.is_constant() and not _iterable(other.as_constant()):
+            message = f"'{type(other.as_constant()).__name__}' object is not iterable"
+            raise TracedException(cls=TypeError, args=(ConstantValue(message),))
         for i, item in enumerate(other.unpack(tx)):
             if item.is_constant() and not _iterable(item.as_constant()):
                 message = f"cannot convert dictionary update sequence element #{i} to a sequence"
