@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import sys
 from typing import Any
 
 import pytest
@@ -154,3 +155,70 @@ def test_dict_ior_by_name_on_an_input_is_written_back():
         return x + 1, a.__ior__([(1, 2)]), a.__or__(None)
 
     _same_as_eager(fn, torch.ones(1), {0: 1})
+
+
+# ----------------------------------------------------------------- popitem of an input dict
+def _pop_twice(x, d):
+    return x + 1, d.popitem(), d.popitem()
+
+
+def test_popitem_of_an_input_dict_is_last_in_first_out_and_written_back():
+    compiled = sapwood_tracer.compile(_pop_twice, backend=_eager, fullgraph=True)
+    for make in (lambda: {"a": 1, "b": 2, "c": 3}, lambda: {"c": 3, "a": 1, "b": 2}):
+        got_input, want_input = make(), make()
+        got, want = compiled(torch.ones(1), got_input), _pop_twice(torch.ones(1), want_input)
+        assert got[1:] == want[1:] and list(got_input.items()) == list(want_input.items())
+    assert sapwood_tracer.explain(_pop_twice)(torch.ones(1), {"a": 1, "b": 2}).breaks == []
+
+
+def test_popitem_of_an_input_dict_leaves_pythons_table():
+    # a shared-key instance dict is combined by popitem, at its table's size
+    class Point:
+        pass
+
+    def instance_dict():
+        p = Point()
+        p.x, p.y, p.z = 1, 2, 3
+        return p.__dict__
+
+    def fn(x, d):
+        item = d.popitem()
+        d["x"] = 10  # a value replaced in place
+        return x + 1, item
+
+    got_input, want_input = instance_dict(), instance_dict()
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1), got_input)
+    assert got[1:] == fn(torch.ones(1), want_input)[1:]
+    assert list(got_input.items()) == list(want_input.items())
+    assert sys.getsizeof(got_input) == sys.getsizeof(want_input)
+
+
+def test_popitem_of_an_input_dict_among_other_changes():
+    def fn(x, d):
+        d.pop("a")
+        first = d.popitem()
+        d["new"] = 5
+        second = d.popitem()
+        d.setdefault("z", 0)
+        return x + 1, first, second, _caught(lambda: {}.popitem())
+
+    _same_as_eager(fn, torch.ones(1), {"a": 1, "b": 2, "c": 3, "d": 4})
+
+
+def test_popitem_of_an_empty_input_dict_raises_key_error():
+    def fn(x, d):
+        return x + 1, _caught(d.popitem)
+
+    _same_as_eager(fn, torch.ones(1), {})
+
+
+def test_popitem_of_an_input_dict_across_a_graph_break():
+    def fn(x, d):
+        first = d.popitem()
+        print("a graph break")
+        return x + 1, first, d.popitem()
+
+    eager_input, compiled_input = {"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}
+    want = fn(torch.ones(1), eager_input)
+    got = sapwood_tracer.compile(fn, backend=_eager)(torch.ones(1), compiled_input)
+    assert got[1:] == want[1:] and list(compiled_input.items()) == list(eager_input.items())

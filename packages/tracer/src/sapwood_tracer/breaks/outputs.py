@@ -255,6 +255,15 @@ def _emit_mutations(
             em.lines.append(f"{indent}{target}[:] = [{items}]")
         else:
             assert isinstance(container, DictValue)
+            replay = container.popitem_replay()
+            if replay is not None:  # (as popitem leaves it: a shared-key table is combined)
+                em.lines += [f"{indent}{em.const(dict.popitem)}({target})"] * replay[0]
+                for k, v in replay[1]:
+                    key = _emit(em, k, collector, built, indent)
+                    em.lines.append(
+                        f"{indent}{target}[{key}] = {_emit(em, v, collector, built, indent)}"
+                    )
+                continue
             pairs = ", ".join(
                 f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
                 for k, v in container.entries.values()

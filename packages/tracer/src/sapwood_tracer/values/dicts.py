@@ -51,7 +51,7 @@ _TEXT = frozenset({"__repr__", "__str__", "__format__"})
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
-    __slots__ = ("cls", "deletions", "entries", "obj")
+    __slots__ = ("cls", "deletions", "entries", "obj", "original", "popped")
 
     def __init__(
         self,
@@ -67,6 +67,10 @@ class DictValue(Value):
         self.obj = obj
         #: keys removed so far (an iterator tells a key removed and put back from no change)
         self.deletions = 0
+        #: a dict from the inputs: its entries before the trace first changed it
+        self.original: dict[Any, tuple[Value, Value]] | None = None
+        #: a dict from the inputs: how many times the trace called its popitem()
+        self.popped = 0
 
     @classmethod
     def from_pairs(cls, tx: Context, pairs: list[tuple[Value, Value]]) -> DictValue:
@@ -97,7 +101,21 @@ class DictValue(Value):
             if self.cls is not dict and not _replays_as_dict(self.cls):
                 raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
             # a dict from the inputs: its final contents are written back after the graph
+            if self.original is None:
+                self.original = dict(self.entries)
             tx.side_effects.mutate_container(self)
+
+    def popitem_replay(self) -> tuple[int, list[tuple[Value, Value]]] | None:
+        """The exact write-back of a dict from the inputs whose keys the trace changed by
+        ``popitem()`` alone: that many ``dict.popitem`` calls on the real dict (which leave
+        its table as Python's popitem does), then the pairs whose values the trace replaced.
+        ``None`` when its keys changed otherwise (or never): the write-back is the contents."""
+        original = self.original
+        if not self.popped or original is None or self.deletions != self.popped:
+            return None
+        if list(self.entries) != list(original)[: len(original) - self.popped]:
+            return None
+        return self.popped, [p for k, p in self.entries.items() if p[1] is not original[k][1]]
 
     def unpack(self, tx: Context) -> list[Value]:
         return [k for k, _ in self.entries.values()]
@@ -220,10 +238,6 @@ class DictValue(Value):
 
     def _popitem(self, args: list[Value], kwargs: dict) -> Value:
         """``dict.popitem()`` (the last pair) and ``OrderedDict.popitem(last=True)``."""
-        if self.source is not None:
-            # written back as clear() + update(), the dict would not have the table popitem
-            # leaves (a shared-key instance dict is combined): sys.getsizeof tells them apart
-            raise Unsupported("popitem() of a dict that was passed in")
         if self.cls is collections.OrderedDict:
             last = _flag("popitem", "last", args, kwargs, 0)
             empty = "dictionary is empty"
@@ -239,6 +253,9 @@ class DictValue(Value):
         k = next(reversed(self.entries)) if last else next(iter(self.entries))
         key, value = self.entries.pop(k)
         self.deletions += 1
+        if self.source is not None:
+            # (the keys of a dict from the inputs are guarded in order: its last is known)
+            self.popped += 1
         return TupleValue([key, value])
 
     def _move_to_end(self, tx: Context, args: list[Value], kwargs: dict) -> Value:
