@@ -222,3 +222,78 @@ def test_popitem_of_an_input_dict_across_a_graph_break():
     want = fn(torch.ones(1), eager_input)
     got = sapwood_tracer.compile(fn, backend=_eager)(torch.ones(1), compiled_input)
     assert got[1:] == want[1:] and list(compiled_input.items()) == list(eager_input.items())
+
+
+# ----------------------------------------------------------------- reversed() of dicts and views
+def test_reversed_dicts_and_views():
+    def fn(x):
+        d = {"a": 1, "b": 2, "c": 3}
+        return (
+            x + 1,
+            list(reversed(d)),
+            list(reversed(d.keys())),
+            list(reversed(d.values())),
+            list(reversed(d.items())),
+            list(reversed({}.items())),
+            [type(reversed(v)).__name__ for v in (d, d.keys(), d.values(), d.items())],
+        )
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_a_reversed_dict_iterator_fails_once_the_dict_changed_size():
+    def fn(x):
+        d = {"a": 1, "b": 2}
+        r = reversed(d.values())
+        out = [next(r)]
+        d["z"] = 1
+        out.append(_caught(lambda: next(r)))
+        del d["z"]  # (the size is back: Python's iterator still fails)
+        out.append(_caught(lambda: next(r)))
+        empty = {}
+        it = reversed(empty.items())
+        out.append(_caught(lambda: next(it)))
+        empty[1] = 2  # (an exhausted iterator stays so)
+        out.append(_caught(lambda: next(it)))
+        return x + 1, out
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_a_reversed_view_of_an_input_dict():
+    def fn(x, d):
+        return x + 1, list(reversed(d.items())), [k for k in reversed(d)]
+
+    _same_as_eager(fn, torch.ones(1), {"a": 1, "b": 2, "c": 3})
+
+
+def test_a_live_reversed_dict_iterator_across_a_graph_break():
+    def fn(x, d):
+        r = reversed(d.items())
+        first = next(r)
+        seen = []
+        for k in reversed(d):
+            seen.append(k)
+            print("a graph break inside the loop")
+        return x + 1, first, list(r), seen
+
+    eager_input, compiled_input = {"a": 1, "b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}
+    want = fn(torch.ones(1), eager_input)
+    compiled = sapwood_tracer.compile(fn, backend=_eager)
+    got = compiled(torch.ones(1), compiled_input)
+    assert got[1:] == want[1:]
+    report = sapwood_tracer.explain(fn)(torch.ones(1), {"a": 1, "b": 2, "c": 3})
+    # the live iterator is carried into each resume function (as a forward one is); the
+    # loop's next item is taken from the real one there
+    assert report.graph_count >= 1
+    assert all(
+        b.reason.startswith(("print()", "the next item of a real dict_reversekeyiterator"))
+        for b in report.breaks
+    ), str(report)
+
+
+def test_reversed_of_an_ordered_dicts_view_breaks():
+    def fn(x, d):
+        return x + 1, list(reversed(d.items()))
+
+    _breaks(fn, torch.ones(1), collections.OrderedDict(a=1))
