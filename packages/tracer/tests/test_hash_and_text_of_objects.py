@@ -1,0 +1,115 @@
+"""``hash()``, ``str()`` and ``repr()`` of user objects whose class writes the special method
+in Python, compiled whole (``fullgraph=True``) and compared with eager: the method is inlined
+and its result checked as Python checks it; the hash of an ``id()`` is that id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import sapwood_tracer
+from sapwood_tracer import Unsupported
+
+calls: list[Any] = []
+
+
+def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    return gm.forward
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Any:
+    sapwood_tracer.reset()
+    calls.clear()
+    yield
+    sapwood_tracer.reset()
+
+
+def _caught(call: Any) -> tuple[str, str]:
+    try:
+        call()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
+def _same_as_eager(fn: Any, *args: Any) -> Any:
+    expected = fn(*args)
+    eager_calls = list(calls)
+    calls.clear()
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(*args)
+    assert type(got) is type(expected)
+    assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+    assert calls == eager_calls
+    return got
+
+
+class Hashed:
+    def __hash__(self):
+        calls.append("__hash__")
+        return hash(id(self))
+
+
+class Texts:
+    def __repr__(self):
+        calls.append("__repr__")
+        return "Texts()"
+
+
+class WithStr(Texts):
+    def __str__(self):
+        calls.append("__str__")
+        return "text"
+
+
+class BadRepr:
+    def __repr__(self):
+        return 5
+
+
+class Plain:
+    pass
+
+
+def test_the_hash_of_an_id_is_that_id():
+    def fn(x):
+        a, b = Hashed(), Hashed()
+        h = hash(a)
+        return x + 1, h == id(a), hash(id(b)) == id(b), hash(a) != hash(b), {hash(a): 1}[id(a)]
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_the_hash_of_an_id_is_still_an_unknown_number():
+    def fn(x):
+        return x + 1, hash(Hashed()) + 1
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    with pytest.raises(Unsupported):
+        compiled(torch.ones(1))
+
+
+def test_str_and_repr_of_objects_inline_their_methods():
+    def fn(x):
+        return x + 1, repr(Texts()), str(Texts()), repr(WithStr()), str(WithStr())
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_str_and_repr_returning_no_string_raise_pythons_type_error():
+    def fn(x):
+        return x + 1, _caught(lambda: repr(BadRepr())), _caught(lambda: str(BadRepr()))
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_repr_of_an_object_with_objects_repr_breaks():
+    # object.__repr__ shows the address, unknown while tracing
+    def fn(x):
+        return x + 1, repr(Plain())
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    with pytest.raises(Unsupported):
+        compiled(torch.ones(1))
