@@ -47,15 +47,9 @@ from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue, specialised_int, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
+from . import text as text_model
 from .caller_frames import reads_callers_frame
-from .text import (
-    inlines_text,
-    join_text,
-    member_text,
-    object_text,
-    text_call,
-    text_of_exception,
-)
+from .text import inlines_text, join_text, member_text, text_call, text_of_exception
 
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super", "new_set"]
 
@@ -491,7 +485,7 @@ def _scalar_type(kind: type) -> Handler:
         if kind is str and isinstance(args[0], ExceptionValue):
             return text_of_exception(args[0], str)
         if kind is str and not args[0].is_constant():
-            return object_text(tx, str, args, kwargs)
+            return text_model.object_text(tx, str, args, kwargs)
         if kind is str and len(args) == 1 and not kwargs and inlines_text(args[0]):
             return member_text(tx, args[0], "__str__")
         return _fold_call(tx, kind, args, kwargs)
