@@ -297,3 +297,23 @@ def test_reversed_of_an_ordered_dicts_view_breaks():
         return x + 1, list(reversed(d.items()))
 
     _breaks(fn, torch.ones(1), collections.OrderedDict(a=1))
+
+
+# ----------------------------------------------------------------- methods' names and arguments
+def test_dict_methods_that_take_no_arguments_raise_pythons_type_error():
+    def fn(x):
+        d = {"a": 1}
+        od = collections.OrderedDict(a=1)
+        calls = [lambda: d.keys(None), lambda: d.items(1, 2), lambda: d.values(a=1)]
+        calls += [lambda: d.copy(1), lambda: d.clear(1), lambda: od.keys(1)]
+        return x + 1, [_caught(call) for call in calls], d
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_the_name_of_a_builtin_method():
+    def fn(x):
+        d, xs = {"a": 1}, [1]
+        return x + 1, d.keys.__name__, xs.append.__name__, d.__contains__.__name__
+
+    _same_as_eager(fn, torch.ones(1))

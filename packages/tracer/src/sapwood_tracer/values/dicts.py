@@ -197,6 +197,8 @@ class DictValue(Value):
         if is_special(name):
             return call_special(tx, self, dict, name, args, kwargs)
         none = ConstantValue(None)
+        if name in _NO_ARGUMENTS and (args or kwargs):
+            raise self._arguments_error(name, args, kwargs)
         if name in ("keys", "values", "items") and not args and not kwargs:
             return DictViewValue(self, name, TupleValue)
         if name == "get":
@@ -235,6 +237,16 @@ class DictValue(Value):
         if name == "move_to_end" and self.cls is collections.OrderedDict:
             return self._move_to_end(tx, args, kwargs)
         raise Unsupported(f"dict.{name}")
+
+    def _arguments_error(self, name: str, args: list[Value], kwargs: dict) -> Exception:
+        """Python's ``TypeError`` for a method that takes no arguments given some: the real
+        method (dict's, or OrderedDict's own) raises it before it reads them."""
+        owner = collections.OrderedDict if issubclass(self.cls, collections.OrderedDict) else dict
+        try:
+            getattr(owner(), name)(*[0] * len(args), **dict.fromkeys(kwargs, 0))
+        except TypeError as exc:
+            return TracedException(cls=TypeError, args=(ConstantValue(str(exc)),))
+        return Unsupported(f"{owner.__name__}.{name} with arguments")
 
     def _popitem(self, args: list[Value], kwargs: dict) -> Value:
         """``dict.popitem()`` (the last pair) and ``OrderedDict.popitem(last=True)``."""
@@ -315,6 +327,9 @@ class DictValue(Value):
 _SAME_IN_ORDERED_DICT = frozenset(
     ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__"]
 )
+
+#: dict's methods that take no arguments
+_NO_ARGUMENTS = frozenset(["keys", "values", "items", "copy", "clear"])
 
 _DICT_METHODS = frozenset(
     ["keys", "values", "items", "get", "copy", "update", "pop", "setdefault", "clear", "popitem"]
