@@ -317,3 +317,35 @@ def test_the_name_of_a_builtin_method():
         return x + 1, d.keys.__name__, xs.append.__name__, d.__contains__.__name__
 
     _same_as_eager(fn, torch.ones(1))
+
+
+@pytest.mark.parametrize("case", ["popped_put_back", "popped_then_cleared", "insert_and_pop"])
+def test_popitem_of_an_input_dict_with_keys_added_or_cleared(case):
+    def fn(x, d, case):
+        out = [d.popitem()]
+        if case == "popped_put_back":
+            d["k"] = 1
+            out.append(d.popitem())
+        elif case == "popped_then_cleared":
+            d.clear()
+        else:
+            d["k"] = 1
+            d["j"] = 2
+            out += [d.popitem(), d.popitem(), d.popitem()]
+        return x + 1, out
+
+    _same_as_eager(
+        fn, torch.ones(1), {"a": 1} if case != "insert_and_pop" else {"a": 1, "b": 2}, case
+    )
+
+
+def test_an_input_dict_emptied_by_popitem_then_cleared_frees_its_table():
+    def fn(x, d):
+        d.popitem()
+        d.clear()
+        return x + 1
+
+    got_input, want_input = {"a": 1}, {"a": 1}
+    sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1), got_input)
+    fn(torch.ones(1), want_input)
+    assert got_input == want_input and sys.getsizeof(got_input) == sys.getsizeof(want_input)

@@ -51,7 +51,7 @@ _TEXT = frozenset({"__repr__", "__str__", "__format__"})
 class DictValue(Value):
     """A dict (insertion-ordered). ``entries`` maps trace-time keys to (key value, value)."""
 
-    __slots__ = ("cls", "deletions", "entries", "obj", "original", "popped")
+    __slots__ = ("cleared", "cls", "deletions", "entries", "obj", "original", "popped")
 
     def __init__(
         self,
@@ -71,6 +71,8 @@ class DictValue(Value):
         self.original: dict[Any, tuple[Value, Value]] | None = None
         #: a dict from the inputs: how many times the trace called its popitem()
         self.popped = 0
+        #: whether the trace called its clear() (which frees the table, even of no keys)
+        self.cleared = False
 
     @classmethod
     def from_pairs(cls, tx: Context, pairs: list[tuple[Value, Value]]) -> DictValue:
@@ -111,10 +113,13 @@ class DictValue(Value):
         its table as Python's popitem does), then the pairs whose values the trace replaced.
         ``None`` when its keys changed otherwise (or never): the write-back is the contents."""
         original = self.original
-        if not self.popped or original is None or self.deletions != self.popped:
+        if not self.popped or original is None or self.cleared:
             return None
-        if list(self.entries) != list(original)[: len(original) - self.popped]:
+        # every key removed by popitem and none added: the original keys less the last ones
+        kept = len(original) - self.popped
+        if self.deletions != self.popped or len(self.entries) != kept:
             return None
+        assert list(self.entries) == list(original)[:kept]
         return self.popped, [p for k, p in self.entries.items() if p[1] is not original[k][1]]
 
     def unpack(self, tx: Context) -> list[Value]:
@@ -229,6 +234,7 @@ class DictValue(Value):
                 self.entries[k] = (args[0], args[1] if len(args) > 1 else none)
             return self.entries[k][1]
         if name == "clear":
+            self.cleared = True
             self.deletions += len(self.entries)
             self.entries.clear()
             return none
