@@ -349,3 +349,72 @@ def test_an_input_dict_emptied_by_popitem_then_cleared_frees_its_table():
     sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1), got_input)
     fn(torch.ones(1), want_input)
     assert got_input == want_input and sys.getsizeof(got_input) == sys.getsizeof(want_input)
+
+
+# ----------------------------------------------------------------- views passed in
+def test_views_passed_in_read_their_dict():
+    def fn(x, keys, values, items):
+        return x + 1, sorted(keys), list(values), list(items), "a" in keys, keys & {"a", "q"}
+
+    d = {"a": 1, "b": 2}
+    views = (d.keys(), d.values(), d.items())
+    want = fn(torch.ones(1), *views)
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1), *views)
+    _equal(got, want)
+
+
+@pytest.mark.parametrize("view_first", [True, False])
+def test_a_view_passed_in_sees_changes_to_its_dict(view_first):
+    def fn(x, first, second):
+        d, keys = (second, first) if view_first else (first, second)
+        d["c"] = 3
+        seen = list(keys)
+        del d["a"]
+        return x + 1, seen, list(keys), len(keys), keys
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    for _ in range(2):
+        got_dict, want_dict = {"a": 1, "b": 2}, {"a": 1, "b": 2}
+        got_args = (got_dict.keys(), got_dict) if view_first else (got_dict, got_dict.keys())
+        want_args = (want_dict.keys(), want_dict) if view_first else (want_dict, want_dict.keys())
+        got, want = compiled(torch.ones(1), *got_args), fn(torch.ones(1), *want_args)
+        assert got[1:4] == want[1:4] and got_dict == want_dict
+        assert got[4] is got_args[0 if view_first else 1]  # the very view passed in
+
+
+def test_a_view_of_another_dict_than_its_argument_is_told_apart():
+    def fn(x, d, keys):
+        d["c"] = 3
+        return x + 1, list(keys)
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    same = {"a": 1}
+    assert compiled(torch.ones(1), same, same.keys())[1] == ["a", "c"]
+    other, shown = {"a": 1}, {"b": 2}
+    assert compiled(torch.ones(1), other, shown.keys())[1] == ["b"]
+
+
+def test_a_view_of_an_ordered_dict_passed_in_breaks():
+    # dict.keys(od) shows the dict's own order, not the OrderedDict's
+    def fn(x, keys):
+        return x + 1, list(keys)
+
+    od = collections.OrderedDict(a=1, b=2)
+    od.move_to_end("a")
+    _breaks(fn, torch.ones(1), dict.keys(od))
+
+
+def test_a_view_live_across_a_graph_break():
+    def fn(x):
+        d = {"a": 1, "b": 2}
+        keys = d.keys()
+        print("a graph break")
+        d["c"] = 3
+        return x + 1, sorted(keys), "c" in keys
+
+    want = fn(torch.ones(1))
+    got = sapwood_tracer.compile(fn, backend=_eager)(torch.ones(1))
+    assert got[1:] == want[1:]
+    report = sapwood_tracer.explain(fn)(torch.ones(1))
+    # the print alone; the resume function (which gets the view) is traced
+    assert len(report.breaks) == 1 and not report.eager_functions, str(report)

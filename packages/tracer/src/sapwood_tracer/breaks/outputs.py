@@ -435,7 +435,7 @@ def _emit_value(
             return em.source(value.source, indent)
         return em.const(value.value)
     if value.source is not None and isinstance(
-        value, (ListValue, DictValue, TupleValue, SetValue, BuiltinValue)
+        value, (ListValue, DictValue, DictViewValue, TupleValue, SetValue, BuiltinValue)
     ):
         # from the inputs: the object itself (identity kept; mutations were written back)
         return em.source(value.source, indent)

@@ -55,8 +55,10 @@ from .sources import (
     KeysSource,
     LenSource,
     ModuleHooksSource,
+    ViewedDictSource,
     WeakHandle,
     WeakRefTargetSource,
+    dict_of_view,
 )
 
 __all__ = ["Emitter", "Miss"]
@@ -218,6 +220,8 @@ class Emitter:
             return f"tuple({base})"
         if isinstance(source, WeakRefTargetSource):
             return f"{base}()"
+        if isinstance(source, ViewedDictSource):
+            return f"{self.const(dict_of_view)}({base})"
         if isinstance(source, HasAttrSource):
             return f"hasattr({base}, {self.const(source.attr)})"
         if isinstance(source, ModuleHooksSource):
