@@ -418,3 +418,17 @@ def test_a_view_live_across_a_graph_break():
     report = sapwood_tracer.explain(fn)(torch.ones(1))
     # the print alone; the resume function (which gets the view) is traced
     assert len(report.breaks) == 1 and not report.eager_functions, str(report)
+
+
+def test_a_live_ordered_dict_iterator_across_a_graph_break_keeps_its_order():
+    def fn(x):
+        od = collections.OrderedDict(a=1, b=2, c=3)
+        od.move_to_end("a")
+        it = iter(od.items())
+        first = next(it)
+        print("a graph break")
+        return x + 1, first, list(it), type(it).__name__, type(iter({})).__name__
+
+    want = fn(torch.ones(1))
+    got = sapwood_tracer.compile(fn, backend=_eager)(torch.ones(1))
+    assert got[1:] == want[1:]

@@ -7,6 +7,7 @@ iterator checks the dict at each step, failing as Python's does once the dict ch
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +84,8 @@ class DictIteratorValue(IteratorValue):
         return f"{'a reversed' if self.reverse else 'an'} iterator over {self.view.describe()}"
 
     def python_type(self) -> type:
-        return type(_real_iterator({}, self.view.kind, self.reverse))
+        empty = collections.OrderedDict() if _ordered(self.view.owner.cls) else {}
+        return type(_real_iterator(empty, self.view.kind, self.reverse))
 
     def next_value(self, tx: Context) -> Value | None:
         keys, entries = self.keys, self.view.owner.entries
@@ -131,8 +133,14 @@ class DictIteratorValue(IteratorValue):
         return IteratorRecipe(dict_iterator_at, args)
 
 
+def _ordered(cls: type) -> bool:
+    return issubclass(cls, collections.OrderedDict)
+
+
 def _real_iterator(mapping: dict[Any, Any], kind: str, reverse: bool) -> Any:
-    view = getattr(dict, kind)(mapping)  # (dict's view, as the trace's: not a subclass's)
+    # dict's view (OrderedDict's for one), as the trace's: not a subclass's own keys()
+    owner = collections.OrderedDict if _ordered(type(mapping)) else dict
+    view = getattr(owner, kind)(mapping)
     return reversed(view) if reverse else iter(view)
 
 
