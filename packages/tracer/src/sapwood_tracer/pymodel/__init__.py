@@ -6,8 +6,9 @@ Each module models one family of callables or operations over values
 (:mod:`sapwood_tracer.context`), never by importing them. Importing the package registers
 every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the builtins over
 iterators, :mod:`.settings` adds interpreter settings and immutable constructors,
-:mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.stdlib` adds
-``functools``, ``itertools`` and ``operator``, :mod:`.itertools_lazy` the lazy ``itertools``
+:mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.conversions`
+``int()``, ``float()``, ``oct()``, ``hex()`` and ``bin()`` through its ``__int__``,
+``__float__`` or ``__index__``, :mod:`.stdlib` adds ``functools``, ``itertools`` and ``operator``, :mod:`.itertools_lazy` the lazy ``itertools``
 types that filter, repeat or group another iterator, :mod:`.dict_subclasses` ``Counter``'s
 counting loop; :mod:`.text` gives the text of values the folding on constants does not cover
 (enum members whose class has special methods of the user's, exceptions of the trace,
@@ -16,10 +17,20 @@ counting loop; :mod:`.text` gives the text of values the folding on constants do
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
 
-from . import builtins, dict_subclasses, hashing, iteration, itertools_lazy, settings, stdlib
+from . import (
+    builtins,
+    conversions,
+    dict_subclasses,
+    hashing,
+    iteration,
+    itertools_lazy,
+    settings,
+    stdlib,
+)
 
 __all__ = [
     "builtins",
+    "conversions",
     "dict_subclasses",
     "hashing",
     "iteration",

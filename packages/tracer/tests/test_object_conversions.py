@@ -1,6 +1,7 @@
-"""``hash()``, ``str()`` and ``repr()`` of user objects whose class writes the special method
-in Python, compiled whole (``fullgraph=True``) and compared with eager: the method is inlined
-and its result checked as Python checks it; the hash of an ``id()`` is that id."""
+"""``hash()``, ``str()``, ``repr()``, ``int()``, ``float()``, ``oct()``/``hex()``/``bin()`` of
+user objects whose class writes the special method in Python, compiled whole
+(``fullgraph=True``) and compared with eager: the method is inlined and its result checked as
+Python checks it; the hash of an ``id()`` is that id."""
 
 from __future__ import annotations
 
@@ -109,6 +110,74 @@ def test_repr_of_an_object_with_objects_repr_breaks():
     # object.__repr__ shows the address, unknown while tracing
     def fn(x):
         return x + 1, repr(Plain())
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    with pytest.raises(Unsupported):
+        compiled(torch.ones(1))
+
+
+class Numeric:
+    def __int__(self):
+        calls.append("__int__")
+        return 7
+
+    def __float__(self):
+        calls.append("__float__")
+        return 2.5
+
+    def __index__(self):
+        calls.append("__index__")
+        return 5
+
+
+class IndexOnly:
+    def __index__(self):
+        return 6
+
+
+class WrongTypes:
+    def __int__(self):
+        return "x"
+
+    def __float__(self):
+        return "y"
+
+    def __index__(self):
+        return "z"
+
+
+class Huge:
+    def __index__(self):
+        return 2**2000
+
+
+class IndexGivingBool:
+    def __index__(self):
+        return True
+
+
+def test_numbers_of_objects_inline_their_methods():
+    def fn(x):
+        n, i = Numeric(), IndexOnly()
+        return x + 1, int(n), float(n), oct(n), hex(n), bin(n), int(i), float(i), hex(255)
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_numbers_of_objects_raise_pythons_errors():
+    def fn(x):
+        bad, plain = WrongTypes(), Plain()
+        calls = [lambda: int(bad), lambda: float(bad), lambda: oct(bad), lambda: float(Huge())]
+        calls += [lambda: int(plain), lambda: float(plain), lambda: hex(plain)]
+        return x + 1, [_caught(call) for call in calls]
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_a_number_of_a_subclass_of_int_breaks():
+    # Python converts it with a DeprecationWarning
+    def fn(x):
+        return x + 1, int(IndexGivingBool())
 
     compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
     with pytest.raises(Unsupported):
