@@ -182,3 +182,40 @@ def test_a_number_of_a_subclass_of_int_breaks():
     compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
     with pytest.raises(Unsupported):
         compiled(torch.ones(1))
+
+
+class DivMod:
+    def __divmod__(self, other):
+        calls.append("__divmod__")
+        return ("divmod", other)
+
+    def __rdivmod__(self, other):
+        calls.append("__rdivmod__")
+        return ("rdivmod", other)
+
+
+class OnlyReflected:
+    def __add__(self, other):
+        return NotImplemented
+
+    def __radd__(self, other):
+        return "radd"
+
+
+def test_divmod_of_objects_calls_their_methods():
+    def fn(x):
+        d = DivMod()
+        return x + 1, divmod(d, 1), divmod(1, d), divmod(7, 2)
+
+    _same_as_eager(fn, torch.ones(1))
+
+
+def test_an_arithmetic_operator_is_not_reflected_between_objects_of_one_class():
+    # Python raises TypeError: __radd__ is tried only when the classes differ
+    def fn(x):
+        return x + 1, OnlyReflected() + OnlyReflected()
+
+    compiled = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    with pytest.raises(Unsupported):
+        compiled(torch.ones(1))
+    assert 1 + OnlyReflected() == "radd"

@@ -1,4 +1,7 @@
-"""``int()``, ``float()``, ``oct()``, ``hex()`` and ``bin()`` of a user object: the class's
+"""The numeric builtins on user objects. ``divmod(a, b)`` is the binary operator it is
+(``__divmod__``/``__rdivmod__``, see :mod:`.operators`).
+
+``int()``, ``float()``, ``oct()``, ``hex()`` and ``bin()`` of a user object: the class's
 ``__int__``, ``__float__`` or ``__index__`` written in Python is inlined, as the type's slot
 calls it, and its result checked as Python checks it (Python's ``TypeError`` where it is of
 another type; a result of a subclass of ``int``/``float``, which Python converts with a
@@ -124,3 +127,16 @@ _HANDLERS[builtins.int] = _converting(int, _to_int)
 _HANDLERS[builtins.float] = _converting(float, _to_float)
 for _fn in (builtins.oct, builtins.hex, builtins.bin):
     _HANDLERS[_fn] = _in_base(_fn)
+
+
+def _divmod(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    objects = [a for a in args if isinstance(a, (ObjectValue, NewObjectValue))]
+    if len(args) == 2 and not kwargs and objects:
+        return tx.binary_operation(builtins.divmod, args[0], args[1])
+    args = [specialised_int(a) for a in args]
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported("builtins.divmod on non-constant arguments")
+    return _fold_call(tx, builtins.divmod, args, kwargs)
+
+
+_HANDLERS[builtins.divmod] = _divmod
