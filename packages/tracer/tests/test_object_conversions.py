@@ -5,6 +5,7 @@ Python checks it; the hash of an ``id()`` is that id."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -219,3 +220,39 @@ def test_an_arithmetic_operator_is_not_reflected_between_objects_of_one_class():
     with pytest.raises(Unsupported):
         compiled(torch.ones(1))
     assert 1 + OnlyReflected() == "radd"
+
+
+def _fresh_class() -> type:
+    class Point:
+        pass
+
+    return Point
+
+
+def test_an_object_whose_dict_was_read_is_rebuilt_with_its_own_dict():
+    # its __dict__ filled in place, not replaced by another dict (3.11: a table of its
+    # class's shared keys; 3.13: inline values), as sys.getsizeof of the dict shows (two
+    # fresh classes: the shared keys depend on the class's history)
+    def fn(x, cls):
+        p = cls()
+        namespace = p.__dict__
+        namespace["e"] = 5
+        p.f = 6
+        return x + 1, p, namespace
+
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1), _fresh_class())
+    want = fn(torch.ones(1), _fresh_class())
+    assert got[2] is got[1].__dict__ and vars(got[1]) == vars(want[1])
+    assert sys.getsizeof(got[2]) == sys.getsizeof(want[2])
+
+
+def test_a_dict_assigned_as_an_objects_dict_is_that_dict():
+    def fn(x, cls):
+        p, q = cls(), cls()
+        shared = {"a": 1}
+        p.__dict__ = shared
+        q.__dict__ = shared
+        return x + 1, p, q, shared
+
+    got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1), _fresh_class())
+    assert got[1].__dict__ is got[3] and got[2].__dict__ is got[3] and got[3] == {"a": 1}

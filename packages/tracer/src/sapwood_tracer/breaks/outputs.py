@@ -574,7 +574,19 @@ def _emit_value(
         # made empty and known first: its attributes may lead back to it (``self.value = self``)
         em.lines.append(f"{indent}{name} = {em.const(_new_object)}({em.const(value.cls)}, {{}})")
         built[id(value)] = name
+        namespace = value.attrs.get("__dict__")
+        if namespace is value.own_dict is not None and id(namespace) not in built:
+            # filled in place, not assigned: a new dict would replace the object's own
+            # (on 3.13 its inline values), which Python's code never did
+            built[id(namespace)] = f"{name}.__dict__"
+            pairs = [
+                f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
+                for k, v in namespace.entries.values()
+            ]
+            em.lines.append(f"{indent}{name}.__dict__.update([{', '.join(pairs)}])")
         for k, v in value.attrs.items():
+            if k == "__dict__" and built.get(id(v)) == f"{name}.__dict__":
+                continue
             item = _emit(em, v, collector, built, indent)
             em.lines.append(
                 f"{indent}{em.const(object.__setattr__)}({name}, {em.const(k)}, {item})"
