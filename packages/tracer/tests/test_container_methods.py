@@ -737,14 +737,6 @@ def test_a_graph_break_inside_a_loop_over_a_user_iterator():
     assert not skipped
 
 
-def test_popitem_of_an_input_dict_breaks():
-    # the write-back (clear + update) would leave another table than popitem's
-    def fn(x, d):
-        return x + 1, d.popitem()
-
-    _breaks(fn, torch.ones(1), {"a": 1})
-
-
 def _dict_ior_pairs(x, d):
     c = {0: 0}
     c |= [(1, 1), (2, 2)]

@@ -265,6 +265,15 @@ def _emit_mutations(
             em.lines.append(f"{indent}{target}[:] = [{items}]")
         else:
             assert isinstance(container, DictValue)
+            replay = container.popitem_replay()
+            if replay is not None:  # (as popitem leaves it: a shared-key table is combined)
+                em.lines += [f"{indent}{em.const(dict.popitem)}({target})"] * replay[0]
+                for k, v in replay[1]:
+                    key = _emit(em, k, collector, built, indent)
+                    em.lines.append(
+                        f"{indent}{target}[{key}] = {_emit(em, v, collector, built, indent)}"
+                    )
+                continue
             pairs = ", ".join(
                 f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
                 for k, v in container.entries.values()
@@ -438,7 +447,7 @@ def _emit_value(
             return em.source(value.source, indent)
         return em.const(value.value)
     if value.source is not None and isinstance(
-        value, (ListValue, DictValue, TupleValue, SetValue, BuiltinValue)
+        value, (ListValue, DictValue, DictViewValue, TupleValue, SetValue, BuiltinValue)
     ):
         # from the inputs: the object itself (identity kept; mutations were written back)
         return em.source(value.source, indent)
@@ -586,7 +595,19 @@ def _emit_value(
         # made empty and known first: its attributes may lead back to it (``self.value = self``)
         em.lines.append(f"{indent}{name} = {em.const(_new_object)}({em.const(value.cls)}, {{}})")
         built[id(value)] = name
+        namespace = value.attrs.get("__dict__")
+        if namespace is value.own_dict is not None and id(namespace) not in built:
+            # filled in place, not assigned: a new dict would replace the object's own
+            # (on 3.13 its inline values), which Python's code never did
+            built[id(namespace)] = f"{name}.__dict__"
+            pairs = [
+                f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
+                for k, v in namespace.entries.values()
+            ]
+            em.lines.append(f"{indent}{name}.__dict__.update([{', '.join(pairs)}])")
         for k, v in value.attrs.items():
+            if k == "__dict__" and built.get(id(v)) == f"{name}.__dict__":
+                continue
             item = _emit(em, v, collector, built, indent)
             em.lines.append(
                 f"{indent}{em.const(object.__setattr__)}({name}, {em.const(k)}, {item})"

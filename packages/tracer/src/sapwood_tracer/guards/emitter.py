@@ -57,8 +57,10 @@ from .sources import (
     LenSource,
     ModuleHooksSource,
     ReaderSource,
+    ViewedDictSource,
     WeakHandle,
     WeakRefTargetSource,
+    dict_of_view,
     make_view_leaf,
 )
 
@@ -225,6 +227,8 @@ class Emitter:
             return f"tuple({base})"
         if isinstance(source, WeakRefTargetSource):
             return f"{base}()"
+        if isinstance(source, ViewedDictSource):
+            return f"{self.const(dict_of_view)}({base})"
         if isinstance(source, HasAttrSource):
             return f"hasattr({base}, {self.const(source.attr)})"
         if isinstance(source, ModuleHooksSource):

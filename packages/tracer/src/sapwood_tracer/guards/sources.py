@@ -10,6 +10,7 @@ they fit in :class:`sapwood_graph.Guard` records. Nothing here is evaluated from
 from __future__ import annotations
 
 import dataclasses
+import gc
 import sys
 import types
 import weakref
@@ -30,8 +31,10 @@ __all__ = [
     "LenSource",
     "ModuleHooksSource",
     "ReaderSource",
+    "ViewedDictSource",
     "WeakHandle",
     "WeakRefTargetSource",
+    "dict_of_view",
     "held_weakly",
     "strong",
 ]
@@ -201,6 +204,30 @@ class ContainsSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return self.key in self.of.resolve(f_locals, f_globals, function)
+
+
+def dict_of_view(view: Any) -> Any:
+    """The dict a ``dict_keys``/``dict_values``/``dict_items`` view shows: Python hands out
+    only a read-only proxy of it (``view.mapping``), but the view's one referent is the dict."""
+    (mapping,) = gc.get_referents(view)
+    return mapping
+
+
+@_frozen
+class ViewedDictSource(_Printable):
+    """The dict the view ``of`` (``d.keys()``, ...) shows (see :func:`dict_of_view`)."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"dict_of_view({self.of})"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return dict_of_view(self.of.resolve(f_locals, f_globals, function))
 
 
 @_frozen

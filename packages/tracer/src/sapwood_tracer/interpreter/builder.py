@@ -50,11 +50,17 @@ from sapwood_graph import AttrSource, GuardKind, ItemSource, Source
 
 from ..context import TraceContext
 from ..errors import Unsupported
-from ..guards.sources import HeldObjectSource, KeysSource, LenSource
+from ..guards.sources import (
+    HeldObjectSource,
+    KeysSource,
+    LenSource,
+    ViewedDictSource,
+    dict_of_view,
+)
 from ..pymodel.builtins import is_modelled_builtin
 from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
-from ..values.containers import DictValue, ListValue, NamedTupleValue, TupleValue
+from ..values.containers import DictValue, DictViewValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
 from ..values.enums import EnumClassValue, EnumMemberValue
 from ..values.functions import (
@@ -123,6 +129,7 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
 
 
 _SHARED_KINDS = (list, dict, collections.OrderedDict, set)
+_VIEW_KINDS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
 
 
 def _is_plain_object(obj: Any) -> bool:
@@ -196,6 +203,16 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
             key = _callable_value(tx, k, None) if _lasting_class(k) else ConstantValue(k)
             out.entries[k] = (key, wrap(tx, obj[k], ItemSource(source, k)))
         return out
+    if cls in _VIEW_KINDS:
+        # a view of a dict (not a subclass's, whose order or items may be its own): a view
+        # of the dict it shows, which is wrapped as any other dict (one value per object)
+        _type_match(tx, source, obj)
+        owner = wrap(tx, dict_of_view(obj), ViewedDictSource(source))
+        if not isinstance(owner, DictValue) or owner.cls is not dict:
+            raise Unsupported(f"a {cls.__name__} of {owner.describe()} as an input")
+        view = DictViewValue(owner, _VIEW_KINDS[cls], TupleValue)
+        view.source = source
+        return view
     if cls in (set, frozenset):
         members = tuple(obj)
         if not all(is_constant_type(v) or type(v) is types.BuiltinFunctionType for v in members):

@@ -6,7 +6,9 @@ Each module models one family of callables or operations over values
 (:mod:`sapwood_tracer.context`), never by importing them. Importing the package registers
 every model: :mod:`.builtins` holds the registry, :mod:`.iteration` adds the builtins over
 iterators, :mod:`.settings` adds interpreter settings and immutable constructors,
-:mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.stdlib` adds
+:mod:`.hashing` adds ``hash()`` through a class's own ``__hash__``, :mod:`.numeric`
+``int()``, ``float()``, ``oct()``, ``hex()``, ``bin()`` and ``divmod()`` of user objects,
+:mod:`.stdlib` adds
 ``functools``, ``itertools`` and ``operator``, :mod:`.copying` ``object.__reduce_ex__`` of
 plain objects (what ``copy.copy``/``copy.deepcopy`` ask), :mod:`.integer_arguments` the
 functions that take integers through ``__index__`` (``math.gcd``, ``operator.index``),
@@ -32,6 +34,7 @@ from . import (
     integer_arguments,
     iteration,
     itertools_lazy,
+    numeric,
     random_generators,
     settings,
     stdlib,
@@ -47,6 +50,7 @@ __all__ = [
     "integer_arguments",
     "iteration",
     "itertools_lazy",
+    "numeric",
     "random_generators",
     "settings",
     "stdlib",

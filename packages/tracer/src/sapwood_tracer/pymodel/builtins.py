@@ -47,6 +47,7 @@ from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue, specialised_int, symbolic_extreme
 from ..values.tensors import TensorValue
 from . import operators as ops
+from . import text as text_model
 from .caller_frames import reads_callers_frame
 from .text import inlines_text, join_text, member_text, text_call, text_of_exception
 
@@ -478,7 +479,7 @@ def _scalar_type(kind: type) -> Handler:
         if kind is str:  # (the text of a symbolic number: its value)
             args = [specialised_int(a) for a in args]
         if kind is str and not args[0].is_constant():
-            raise Unsupported(f"str() of {args[0].describe()}")
+            return text_model.object_text(tx, str, args, kwargs)
         if kind is str and len(args) == 1 and not kwargs and inlines_text(args[0]):
             return member_text(tx, args[0], "__str__")
         return _fold_call(tx, kind, args, kwargs)

@@ -5,6 +5,7 @@ table on import); strict ``zip``'s iterator is :mod:`.strict_zip`'s."""
 from __future__ import annotations
 
 import builtins
+import collections
 from typing import Any
 
 from ..errors import TracedException, Unsupported
@@ -128,10 +129,11 @@ def _iterators(tx: Context, values: list[Value]) -> list[IteratorValue]:
 
 @handles(dict_iterator_at)
 def _dict_iterator_at(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    mapping, kind, position = args
+    mapping, kind, position, reverse = args
     if not isinstance(mapping, DictValue):
         raise Unsupported(f"a dict iterator over {mapping.describe()}")
-    iterator = DictIteratorValue(DictViewValue(mapping, kind.as_constant(), TupleValue))
+    view = DictViewValue(mapping, kind.as_constant(), TupleValue)
+    iterator = DictIteratorValue(view, bool(reverse.as_constant()))
     for _ in range(int(position.as_constant())):
         iterator.next_value(tx)
     return iterator
@@ -219,6 +221,9 @@ def _reversed(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value
         return RangeIteratorValue(args[0].as_constant()[::-1])  # (a range_iterator too)
     if isinstance(args[0], EnumClassValue):
         return args[0].reversed_iterator(tx)
+    view = _reversible_dict_view(args[0])
+    if view is not None:  # (live, as Python's: it fails once the dict changed size)
+        return DictIteratorValue(view, reverse=True)
     cls = args[0].python_type()
     if cls not in _REVERSED_TYPES:
         raise Unsupported(f"reversed() of a {cls.__qualname__}")
@@ -231,8 +236,19 @@ _REVERSED_TYPES = {
     list: type(reversed([])),
     tuple: type(reversed(())),
     str: type(reversed("")),
-    dict: type(reversed({})),
 }
+
+
+def _reversible_dict_view(value: Value) -> DictViewValue | None:
+    """The view whose reversed iterator ``reversed(value)`` is: a dict's keys for a dict
+    (not a subclass: it may have its own ``__reversed__``), or one of dict's own views (not
+    an OrderedDict's, whose views are its own)."""
+    if isinstance(value, DictValue) and value.cls is dict:
+        return DictViewValue(value, "keys", TupleValue)
+    owner = value.owner if isinstance(value, DictViewValue) else None
+    if isinstance(owner, DictValue) and not issubclass(owner.cls, collections.OrderedDict):
+        return value  # type: ignore[return-value]
+    return None
 
 
 @handles(builtins.map)

@@ -8,6 +8,7 @@ folded; user objects get their dunder methods inlined (with the reflected fallba
 
 from __future__ import annotations
 
+import builtins
 import collections
 import operator
 import types
@@ -93,6 +94,7 @@ _DUNDER = {
     operator.xor: ("__xor__", "__rxor__"),
     operator.lshift: ("__lshift__", "__rlshift__"),
     operator.rshift: ("__rshift__", "__rrshift__"),
+    builtins.divmod: ("__divmod__", "__rdivmod__"),
     operator.lt: ("__lt__", "__gt__"),
     operator.le: ("__le__", "__ge__"),
     operator.gt: ("__gt__", "__lt__"),
@@ -410,6 +412,16 @@ _UNARY_DUNDER = {
 _OBJECTS_NOT_IMPLEMENTED = frozenset({"__eq__", "__lt__", "__le__", "__gt__", "__ge__"})
 
 
+_COMPARISONS = frozenset(
+    {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+)
+
+
+def _same_class(a: Value, b: Value) -> bool:
+    users = (ObjectValue, NewObjectValue)
+    return isinstance(a, users) and isinstance(b, users) and a.python_type() is b.python_type()
+
+
 def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     names = _DUNDER.get(fn)
     if names is None:
@@ -418,6 +430,8 @@ def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     if _reflected_first(a, b, names[1]):
         order = (order[1], order[0])
     for receiver, other, name in order:
+        if name == names[1] and fn not in _COMPARISONS and _same_class(a, b):
+            continue  # (Python reflects an arithmetic operator only between two classes)
         if isinstance(receiver, (ObjectValue, NewObjectValue)):
             cls = receiver.python_type()
             if name in _OBJECTS_NOT_IMPLEMENTED and lookup_mro(cls, name)[0] is object:

@@ -1,6 +1,7 @@
 """Text of values the builtins' folding on constants does not cover: ``str()``, ``repr()``
 and ``format()`` of an enum member whose class has special methods of the user's, of an
-exception of the trace, and ``str.join`` of an iterator or list.
+exception of the trace, of a user object whose class writes ``__str__``/``__repr__`` in Python
+(inlined), and ``str.join`` of an iterator or list.
 
 Enum members of such classes are not converted to text for real at trace time: the user's code
 would run once, while tracing, instead of on every call. Their text is what Python computes,
@@ -19,11 +20,19 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import Unsupported
-from ..values.attributes import lookup_mro
+from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import ConstantValue, Context, Value, enum_class_runs_user_code
-from ..values.exceptions import ExceptionValue, raised_for_real
+from ..values.exceptions import ExceptionValue, python_error, raised_for_real
+from ..values.objects import NewObjectValue, ObjectValue
 
-__all__ = ["inlines_text", "join_text", "member_text", "text_call", "text_of_exception"]
+__all__ = [
+    "inlines_text",
+    "join_text",
+    "member_text",
+    "object_text",
+    "text_call",
+    "text_of_exception",
+]
 
 Fold = Callable[[Context, Any, list[Value], dict[str, Value]], Value]
 
@@ -43,6 +52,8 @@ def text_call(
 ) -> Value:
     """``repr(x)`` or ``format(x[, spec])`` (``fn``) of constants: an enum member of a class
     with special methods of the user's by :func:`member_text`, anything else by ``fold``."""
+    if fn is repr and not args[0].is_constant():
+        return object_text(tx, repr, args, kwargs)
     if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         raise Unsupported(f"{fn.__name__}() of {args[0].describe() if args else 'nothing'}")
     if args and not kwargs and inlines_text(args[0]):
@@ -52,6 +63,32 @@ def text_call(
         if fn is format and len(args) <= 2 and type(spec) is str:
             return member_text(tx, args[0], "__format__", spec)
     return fold(tx, fn, args, kwargs)
+
+
+def object_text(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``str(obj)`` or ``repr(obj)`` (``fn``) of a user object whose class's ``__str__`` or
+    ``__repr__`` is written in Python: inlined, its result checked as Python checks it
+    (``object.__str__`` is ``repr``). Anything else is a graph break."""
+    obj = args[0] if len(args) == 1 and not kwargs else None
+    checked = dunder = "__repr__" if fn is repr else "__str__"
+    if isinstance(obj, (ObjectValue, NewObjectValue)):
+        cls = obj.python_type()
+        _, raw = lookup_mro(cls, dunder)
+        if raw is object.__str__:  # (it calls the type's repr; str() checks the result)
+            dunder = "__repr__"
+            _, raw = lookup_mro(cls, dunder)
+        if isinstance(raw, types.FunctionType):
+            method = class_attribute(tx, cls, dunder, obj)
+            assert method is not None
+            text = tx.call(method, [], {})
+            made = text.as_constant() if text.is_constant() else None
+            if type(made) is str:
+                return text
+            if text.is_constant() and not isinstance(made, str):
+                kind = type(made).__name__
+                raise python_error(TypeError, f"{checked} returned non-string (type {kind})")
+    described = args[0].describe() if args else "nothing"
+    raise Unsupported(f"{fn.__name__}() of {described}")
 
 
 def member_text(tx: Context, value: Value, dunder: str, spec: str = "") -> Value:

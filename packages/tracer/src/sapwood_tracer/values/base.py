@@ -426,6 +426,11 @@ class BoundBuiltinMethod(Value):
     def describe(self) -> str:
         return f"method {self.name} of {self.receiver.describe()}"
 
+    def getattr(self, tx: Context, name: str) -> Value:
+        if name == "__name__":  # (a builtin method's name is the one it was read by)
+            return ConstantValue(self.name)
+        return super().getattr(tx, name)
+
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return self.receiver.call_method(tx, self.name, args, kwargs)  # type: ignore[attr-defined, no-any-return]
 

@@ -120,6 +120,10 @@ def call_special(
     if name == "__reversed__":
         return tx.call_builtin(BuiltinValue(reversed), [receiver], {})
     other = args[0]
+    if owner is dict and name in _DICT_MERGES and receiver.python_type() is dict:
+        merged = _dict_merge(tx, name, receiver, other)
+        if merged is not None:
+            return merged
     if receiver.python_type() is not owner or other.python_type() is not owner:
         repeat = name in ("__mul__", "__rmul__", "__imul__") and owner in (list, tuple)
         if repeat and other.is_constant() and type(other.as_constant()) is int:
@@ -133,6 +137,21 @@ def call_special(
     if name in _BINARY and getattr(owner(), name)(owner()) is NotImplemented:
         return ConstantValue(NotImplemented)  # dict.__lt__: dicts have no order
     return _operator(tx, name, receiver, other)
+
+
+_DICT_MERGES = frozenset({"__or__", "__ror__", "__ior__"})
+
+
+def _dict_merge(tx: Context, name: str, receiver: Value, other: Value) -> Value | None:
+    """``d.__or__(x)``/``d.__ror__(x)``/``d.__ior__(x)`` of a dict with an ``x`` that is no
+    dict: ``|`` gives ``NotImplemented`` (it merges dicts only), ``|=`` is ``d.update(x)``
+    (pairs or a mapping, with update's errors) and gives ``d``. ``None``: ``x`` is a dict."""
+    if issubclass(other.python_type(), dict):
+        return None
+    if name != "__ior__":
+        return ConstantValue(NotImplemented)
+    receiver.call_method(tx, "update", [other], {})
+    return receiver
 
 
 def _operator(tx: Context, name: str, receiver: Value, other: Value) -> Value:

@@ -101,6 +101,9 @@ class _UserProtocols(Value):
     def setitem(self, tx: Context, key: Value, value: Value) -> None:
         self._dunder(tx, "__setitem__", [key, value])
 
+    def delitem(self, tx: Context, key: Value) -> None:
+        self._dunder(tx, "__delitem__", [key])
+
     def length(self, tx: Context) -> int:
         return int(self._dunder(tx, "__len__", []).as_constant())
 
@@ -272,12 +275,14 @@ def _call_or_fail(value: Value | None, name: str) -> Value:
 class NewObjectValue(_UserProtocols):
     """An instance of a plain user class constructed during the trace."""
 
-    __slots__ = ("attrs", "cls")
+    __slots__ = ("attrs", "cls", "own_dict")
 
     def __init__(self, cls: type) -> None:
         super().__init__(None)
         self.cls = cls
         self.attrs: dict[str, Value] = {}
+        #: the ``__dict__`` the object was made with, once read (not one assigned to it)
+        self.own_dict: DictValue | None = None
 
     def describe(self) -> str:
         return f"a new {self.cls.__qualname__} object"
@@ -295,7 +300,7 @@ class NewObjectValue(_UserProtocols):
             raise Unsupported(f"the __dict__ of {self.describe()}")
         slots = {k: v for k, v in self.attrs.items() if is_slot_name(self.cls, k)}
         pairs = [(ConstantValue(k), v) for k, v in self.attrs.items() if k not in slots]
-        made = DictValue.from_pairs(tx, pairs)
+        made = self.own_dict = DictValue.from_pairs(tx, pairs)
         self.attrs = {"__dict__": made, **slots}
         return made
 

@@ -7,6 +7,7 @@ iterator checks the dict at each step, failing as Python's does once the dict ch
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any
 
@@ -65,27 +66,33 @@ class DictViewValue(Value):
 
 
 class DictIteratorValue(IteratorValue):
-    """Iterating a dict or one of its views: like Python's iterator, it fails once the dict
-    changed size; keys changed without a change of size are refused (Python's answer
-    depends on its hash table)."""
+    """Iterating a dict or one of its views, forward or (``reversed()``) backward: like
+    Python's iterator, it fails once the dict changed size; keys changed without a change of
+    size are refused (Python's answer depends on its hash table)."""
 
-    __slots__ = ("deletions", "keys", "position", "view")
+    __slots__ = ("deletions", "keys", "position", "reverse", "view")
 
-    def __init__(self, view: DictViewValue) -> None:
+    def __init__(self, view: DictViewValue, reverse: bool = False) -> None:
         super().__init__(None)
         self.view = view
         self.keys: list[Any] | None = list(view.owner.entries)
         self.deletions = view.owner.deletions
         self.position = 0
+        self.reverse = reverse
 
     def describe(self) -> str:
-        return f"an iterator over {self.view.describe()}"
+        return f"{'a reversed' if self.reverse else 'an'} iterator over {self.view.describe()}"
+
+    def python_type(self) -> type:
+        empty = collections.OrderedDict() if _ordered(self.view.owner.cls) else {}
+        return type(_real_iterator(empty, self.view.kind, self.reverse))
 
     def next_value(self, tx: Context) -> Value | None:
         keys, entries = self.keys, self.view.owner.entries
         if keys is None:  # exhausted: it stays so
             return None
-        if len(entries) != len(keys):
+        if len(entries) != len(keys) or self.deletions < 0:
+            self.deletions = -1  # (Python's iterator fails from now on, whatever the size)
             raise TracedException(
                 cls=RuntimeError,
                 args=(ConstantValue("dictionary changed size during iteration"),),
@@ -95,7 +102,8 @@ class DictIteratorValue(IteratorValue):
         if self.position >= len(keys):
             self.keys = None
             return None
-        k, v = entries[keys[self.position]]
+        index = len(keys) - 1 - self.position if self.reverse else self.position
+        k, v = entries[keys[index]]
         self.position += 1
         if self.view.kind == "keys":
             return k
@@ -110,7 +118,8 @@ class DictIteratorValue(IteratorValue):
             return []
         if self.changed():
             return None
-        return self.view.unpack(None)[self.position :]  # type: ignore[arg-type]
+        items = self.view.unpack(None)  # type: ignore[arg-type]
+        return items[::-1][self.position :] if self.reverse else items[self.position :]
 
     def rebuild(self) -> IteratorRecipe | None:
         # the real iterator over the real view, moved on to where this one is: it sees what
@@ -120,13 +129,25 @@ class DictIteratorValue(IteratorValue):
         if self.changed():
             return None
         kind, position = ConstantValue(self.view.kind), ConstantValue(self.position)
-        return IteratorRecipe(dict_iterator_at, (self.view.owner, kind, position))
+        args = (self.view.owner, kind, position, ConstantValue(self.reverse))
+        return IteratorRecipe(dict_iterator_at, args)
 
 
-def dict_iterator_at(mapping: dict[Any, Any], kind: str, position: int) -> Any:
-    """An iterator over ``mapping.<kind>()`` that has yielded ``position`` items (made again
-    at a graph break inside a loop over a dict, for the resume function)."""
-    iterator = iter(getattr(mapping, kind)())
+def _ordered(cls: type) -> bool:
+    return issubclass(cls, collections.OrderedDict)
+
+
+def _real_iterator(mapping: dict[Any, Any], kind: str, reverse: bool) -> Any:
+    # dict's view (OrderedDict's for one), as the trace's: not a subclass's own keys()
+    owner = collections.OrderedDict if _ordered(type(mapping)) else dict
+    view = getattr(owner, kind)(mapping)
+    return reversed(view) if reverse else iter(view)
+
+
+def dict_iterator_at(mapping: dict[Any, Any], kind: str, position: int, reverse: bool) -> Any:
+    """An iterator over ``mapping.<kind>()`` (``reversed()`` of it if ``reverse``) that has
+    yielded ``position`` items (made again at a graph break while one is live)."""
+    iterator = _real_iterator(mapping, kind, reverse)
     for _ in range(position):
         next(iterator)
     return iterator
