@@ -65,6 +65,7 @@ from ..values.functions import (
     RealCellValue,
     UserFunctionValue,
 )
+from ..values.generators import GeneratorValue
 from ..values.logging_calls import LoggingCallValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
@@ -78,6 +79,7 @@ from ..values.sequence_iterators import NextOnly, user_iterator_of
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
+from .generator_rebuild import emit_generator, emit_reposition, generator_parts
 
 __all__ = ["OutputCollector", "build_entry_function"]
 
@@ -154,6 +156,9 @@ class OutputCollector:
             self.collect(value.receiver, seen)
         elif isinstance(value, DictViewValue):
             self.collect(value.owner, seen)
+        elif isinstance(value, GeneratorValue):
+            for item in generator_parts(value):
+                self.collect(item, seen)
         elif isinstance(value, IteratorValue) and value.source is None:
             recipe = value.rebuild()
             if recipe is not None:
@@ -250,7 +255,10 @@ def _emit_mutations(
     for container in effects.containers.values():
         assert container.source is not None
         target = em.source(container.source, indent)
-        if isinstance(container, ListValue):
+        if isinstance(container, GeneratorValue):  # a real one the trace advanced
+            emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+            emit_reposition(em, container, target, emit, indent)
+        elif isinstance(container, ListValue):
             items = ", ".join(_emit(em, v, collector, built, indent) for v in container.items)
             em.lines.append(f"{indent}{target}[:] = [{items}]")
         else:
@@ -498,6 +506,10 @@ def _emit_value(
         return name
     if isinstance(value, ContextClassValue):
         return em.const(value.cls)
+    if isinstance(value, GeneratorValue) and value.source is None:
+        emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+        built[id(value)] = made = emit_generator(em, value, emit, indent)
+        return made
     if isinstance(value, IteratorValue):
         return _emit_iterator(em, value, collector, built, indent)
     if isinstance(value, SliceValue):

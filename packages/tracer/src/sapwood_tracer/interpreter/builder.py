@@ -76,6 +76,7 @@ from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
 from ..values.tensors import TorchFunctionValue
 from .graph_bridge import GraphBridge
+from .real_generators import wrap_repositionable_generator
 
 __all__ = ["WrappingSession", "wrap", "wrap_trusted"]
 
@@ -97,7 +98,11 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
     known = tx.by_source.get(source)
     if known is not None:
         return known
-    if type(obj) in _SHARED_KINDS or isinstance(obj, torch.nn.Module) or _is_plain_object(obj):
+    if (
+        type(obj) in _SHARED_KINDS
+        or isinstance(obj, (torch.nn.Module, types.GeneratorType))
+        or _is_plain_object(obj)
+    ):
         # One object reached through several sources is one value: later sources get an
         # alias guard, and what is read from the object is read (and guarded) once.
         seen = tx.by_object.get(id(obj))
@@ -107,7 +112,9 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
             return seen[1]
     value = _make(tx, obj, source)
     tx.by_source[source] = value
-    if isinstance(value, (ModuleValue, ObjectValue, ListValue, DictValue, SetValue)):
+    if isinstance(value, (ModuleValue, ObjectValue, ListValue, DictValue, SetValue)) or (
+        isinstance(obj, types.GeneratorType)
+    ):
         tx.by_object[id(obj)] = (obj, value)
     return value
 
@@ -258,6 +265,10 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if _is_callable_builtin(obj) or isinstance(obj, type):
         _id_match(tx, source, obj)
         return _callable_value(tx, obj, source)
+    if isinstance(obj, types.GeneratorType):
+        rebuilt = wrap_repositionable_generator(tx, obj, source)
+        if rebuilt is not None:
+            return rebuilt
     if _is_live_iterator(obj):
         _type_match(tx, source, obj)
         return LiveIteratorValue(cls, source)

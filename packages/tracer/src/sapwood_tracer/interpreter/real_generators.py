@@ -1,0 +1,70 @@
+"""A real generator of a repositionable code, met as an input, traced as a generator.
+
+A generator the trace could not keep symbolic past the graph is rebuilt as a generator of a
+repositionable code ``R`` (see :mod:`sapwood_tracer.breaks.generator_code`). When a later
+trace (the resume function after a graph break, typically) meets such a generator again, its
+state is fully readable where it is suspended at a yield with nothing below the yielded value
+on its stack: which yield (``gi_frame.f_lasti``) and its locals (``gi_frame.f_locals``). It
+is then a :class:`~sapwood_tracer.values.generators.GeneratorValue` over a symbolic frame of
+the original code at that yield, and runs lazily like one the trace made; once advanced, the
+entry puts the real generator in the state the trace left it in (its code can take any state
+without running the original's code again).
+
+Guards: the generator's type, its code (identity), that it is not running, where it is
+suspended, the names of its bound locals, and each local as an input of its own.
+Anything else (a generator of any other code, one with free variables or with a value stack
+below its yield) stays a :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+from sapwood_graph import AttrSource, GuardKind, ItemSource, Source
+
+from ..guards.sources import KeysSource
+from ..values.base import Value
+from ..values.generator_codes import BOX_NAME, repositionable
+from ..values.generators import GeneratorValue
+from .frame import SymbolicFrame
+
+if TYPE_CHECKING:
+    from .builder import WrappingSession
+
+__all__ = ["wrap_repositionable_generator"]
+
+
+def wrap_repositionable_generator(
+    tx: WrappingSession, gen: types.GeneratorType, source: Source
+) -> Value | None:
+    """``gen`` as a generator the trace runs, or None where it cannot be."""
+    info = repositionable(gen.gi_code)
+    frame = gen.gi_frame
+    if info is None or frame is None or gen.gi_running or info.original.co_freevars:
+        return None
+    lasti = frame.f_lasti
+    number = info.yield_at(lasti)
+    if number is None or info.depths[number]:
+        return None
+    f_locals = frame.f_locals
+    keys = tuple(f_locals.keys())
+    if any(name not in info.local_names and name != BOX_NAME for name in keys):
+        return None
+    frame_source = AttrSource(source, "gi_frame")
+    locals_source = AttrSource(frame_source, "f_locals")
+    tx.guard(GuardKind.TYPE_MATCH, source, types.GeneratorType)
+    tx.hold(gen.gi_code)
+    tx.guard(GuardKind.ID_MATCH, AttrSource(source, "gi_code"), id(gen.gi_code))
+    tx.guard(GuardKind.CONSTANT_MATCH, AttrSource(source, "gi_running"), False)
+    tx.guard(GuardKind.CONSTANT_MATCH, AttrSource(frame_source, "f_lasti"), lasti)
+    tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(locals_source), keys)
+    fast: dict[str, Any] = {
+        name: tx.wrap(f_locals[name], ItemSource(locals_source, name))
+        for name in info.local_names
+        if name in f_locals
+    }
+    symbolic = SymbolicFrame(tx, info.original, frame.f_globals, None, fast, {}, None)
+    symbolic.is_generator = True
+    symbolic.ip = info.yield_indices[number] + 1  # just after the yield, as one suspended
+    return GeneratorValue(symbolic, source, backing=info)
