@@ -25,6 +25,7 @@ Refused (a graph break with a reason): coroutines and async generators, ``yield 
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import sys
 import types
@@ -40,6 +41,7 @@ from ..values.generator_codes import (
     GeneratorBox,
     RepositionableCode,
     register,
+    repositionable,
 )
 from .resume import _call, _items_of
 
@@ -280,10 +282,8 @@ def make_generator(
     fn.__qualname__ = original.co_qualname
     gen = fn(GeneratorBox(mark, locals_, stack))
     if mark is not info.start_mark:
-        try:
+        with contextlib.suppress(StopIteration):
             next(gen)
-        except StopIteration:
-            pass
     return gen  # type: ignore[no-any-return]
 
 
@@ -293,16 +293,7 @@ def reposition(
     """Put ``gen`` (a suspended generator of a repositionable code) in the given state."""
     box = gen.gi_frame.f_locals[BOX_NAME]
     box.set(mark, locals_, stack)
-    info = _by_running_code(gen.gi_code)
-    try:
-        gen.send(info.token)
-    except StopIteration:
-        pass
-
-
-def _by_running_code(code: types.CodeType) -> RepositionableCode:
-    from ..values.generator_codes import repositionable
-
-    info = repositionable(code)
+    info = repositionable(gen.gi_code)
     assert info is not None
-    return info
+    with contextlib.suppress(StopIteration):
+        gen.send(info.token)

@@ -22,8 +22,8 @@ __all__ = [
     "UNBOUND",
     "GeneratorBox",
     "RepositionableCode",
-    "repositionable",
     "register",
+    "repositionable",
 ]
 
 #: the local of ``R`` holding its box (a name no Python source can spell)
