@@ -205,3 +205,19 @@ def test_a_rebuilt_generator_advanced_eagerly_in_between_is_read_as_it_is_now():
     assert next(gen) == 5
     assert log == [0, 1, 2, 3, 4, 5]
     assert _breaks(advance, gen) == ([], [])
+
+
+def test_a_generator_over_a_constant_that_is_not_iterable_raises_typeerror_where_made():
+    def fn(x):
+        a = 1
+        try:
+            g = (a for d in a)
+            next(g)
+        except TypeError as exc:
+            return x + 1, str(exc)
+        return x, None
+
+    expected = fn(X)
+    got = _compile(fn)(X)
+    assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
+    assert _breaks(fn, X) == ([], [])

@@ -329,6 +329,10 @@ class ConstantValue(Value):
     def iterate(self, tx: Context) -> Value:
         if type(self.value) is range:
             return RangeIteratorValue(self.value)
+        try:
+            iter(self.value)  # (a builtin constant: no user code runs)
+        except TypeError as exc:  # ``for d in 1``: "'int' object is not iterable"
+            raise _raised_by_builtin(exc, f"iterating over {self.describe()}") from None
         return super().iterate(tx)
 
     def truth(self, tx: Context) -> bool:
