@@ -221,3 +221,47 @@ def test_a_generator_over_a_constant_that_is_not_iterable_raises_typeerror_where
     got = _compile(fn)(X)
     assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
     assert _breaks(fn, X) == ([], [])
+
+
+def test_a_generator_in_a_loop_over_a_range_is_traced_again_with_its_numbers():
+    def fn(x):
+        g = ([i for i in range(3)] for _ in range(1))
+        first = next(g)
+        sapwood_tracer.graph_break()
+        try:
+            next(g)
+        except StopIteration:
+            return x + 1, first
+        return x, first
+
+    expected = fn(X)
+    got = _compile(fn)(X)
+    assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
+    assert _breaks(fn, X) == (["sapwood.graph_break()"], [])
+
+
+def test_a_loop_generator_advanced_eagerly_in_between_is_not_read_from_its_stale_box():
+    def make(x):
+        return x, (i * 2 for i in range(4))
+
+    def advance(g):
+        return next(g)
+
+    compiled_advance = _compile(advance)
+    gen = _compile(make)(X)[1]
+    assert next(gen) == 0  # (eagerly: the rebuilt generator was not started)
+    assert compiled_advance(gen) == 2
+    assert next(gen) == 4  # eagerly, back at the loop's yield by running
+    assert compiled_advance(gen) == 6  # (its stack is unknown now: taken eagerly, correct)
+    assert next(gen, "end") == "end"
+
+    def make_started(x):
+        g = (i * 2 for i in range(4))
+        next(g)
+        return x, g
+
+    again = _compile(make_started)(X)[1]  # rebuilt at its yield: the box knows its stack
+    assert _breaks(advance, again) == ([], [])  # (takes 2)
+    assert compiled_advance(again) == 4  # put there by the entry: still known
+    assert _breaks(advance, again) == ([], [])  # (takes 6)
+    assert list(again) == []

@@ -14,6 +14,9 @@ generator code ``G``:
   yield (so the generator suspends *there*, inside the same try regions and with the same
   stack as ``G`` would: ``send``, ``throw`` and ``close`` behave as on the original), jumps
   to the start of ``G``'s body (a generator not started yet), or returns (a finished one).
+* The box keeps the stack it set (a frame's value stack cannot be read from Python) while
+  the generator stays where the dispatch put it: the code before each YIELD_VALUE, which
+  runs only when the generator reaches the yield by running, empties the box.
 * After each yield, before ``G``'s code goes on, ``R`` checks whether the value sent is its
   *token*: if so it drops the yield's stack, unbinds every local and runs the dispatch again.
   That is how a later trace that advanced such a generator symbolically puts the real one in
@@ -106,6 +109,16 @@ def _taken(box: GeneratorBox) -> None:
     box.set(None, (), ())  # the state is in the frame now: the box holds nothing alive
 
 
+def _placed(box: GeneratorBox) -> None:
+    # at the yield the box names: its stack stays readable (the frame's is not) until the
+    # generator reaches a yield by running (see ``_forget``)
+    box.locals = ()
+
+
+def _forget(box: GeneratorBox) -> None:
+    box.set(None, (), ())
+
+
 def repositionable_code(original: types.CodeType) -> RepositionableCode:
     """The ``R`` of generator code ``original`` (memoised); Unsupported where refused."""
     made = _made.get(original)
@@ -191,6 +204,9 @@ def _build(original: types.CodeType) -> RepositionableCode:
     pending: int | None = None  # the yield whose RESUME comes next
     for item in body:
         if isinstance(item, Instr) and item.name == "YIELD_VALUE":
+            # reached by running (not by the dispatch): the box's stack is stale from here
+            forget = _call(_forget, [box()], item.location)
+            out_body += [*forget, Instr("POP_TOP", location=item.location)]
             out_body += [yield_labels[number], item]
             pending, number = number, number + 1
             continue
@@ -228,8 +244,8 @@ def _build(original: types.CodeType) -> RepositionableCode:
         if depths[n]:
             settings += [*_call(_stack_of, [box()], where),
                          Instr("UNPACK_SEQUENCE", depths[n], location=where)]  # fmt: skip
-        # the box is emptied; its call's None is the value the yield sends out
-        settings += [*_call(_taken, [box()], where),
+        # (the call's None is the value the yield sends out)
+        settings += [*_call(_placed, [box()], where),
                      Instr("JUMP_FORWARD", yield_labels[n], location=where)]  # fmt: skip
     started = Label()
     code_items += is_(start, _IF_TRUE, started)

@@ -75,6 +75,7 @@ from ..values.objects import (
     PyModuleValue,
 )
 from ..values.ordered_dataclasses import OrderedDataclassValue
+from ..values.real_iterators import RealRangeIteratorValue, advance
 from ..values.sequence_iterators import NextOnly, user_iterator_of
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
@@ -258,6 +259,8 @@ def _emit_mutations(
         if isinstance(container, GeneratorValue):  # a real one the trace advanced
             emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
             emit_reposition(em, container, target, emit, indent)
+        elif isinstance(container, RealRangeIteratorValue):
+            em.lines.append(f"{indent}{em.const(advance)}({target}, {container.taken})")
         elif isinstance(container, ListValue):
             items = ", ".join(_emit(em, v, collector, built, indent) for v in container.items)
             em.lines.append(f"{indent}{target}[:] = [{items}]")

@@ -55,6 +55,7 @@ from .sources import (
     KeysSource,
     LenSource,
     ModuleHooksSource,
+    ReduceSource,
     WeakHandle,
     WeakRefTargetSource,
 )
@@ -218,6 +219,8 @@ class Emitter:
             return f"tuple({base})"
         if isinstance(source, WeakRefTargetSource):
             return f"{base}()"
+        if isinstance(source, ReduceSource):
+            return f"{base}.__reduce__()"
         if isinstance(source, HasAttrSource):
             return f"hasattr({base}, {self.const(source.attr)})"
         if isinstance(source, ModuleHooksSource):

@@ -28,6 +28,7 @@ __all__ = [
     "KeysSource",
     "LenSource",
     "ModuleHooksSource",
+    "ReduceSource",
     "WeakHandle",
     "WeakRefTargetSource",
     "held_weakly",
@@ -180,6 +181,24 @@ class ContainsSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return self.key in self.of.resolve(f_locals, f_globals, function)
+
+
+@_frozen
+class ReduceSource(_Printable):
+    """``of.__reduce__()`` (of a builtin iterator: how to make it again, read without
+    running user code)."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"{self.of}.__reduce__()"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return self.of.resolve(f_locals, f_globals, function).__reduce__()
 
 
 @_frozen

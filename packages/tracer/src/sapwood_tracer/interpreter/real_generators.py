@@ -3,17 +3,19 @@
 A generator the trace could not keep symbolic past the graph is rebuilt as a generator of a
 repositionable code ``R`` (see :mod:`sapwood_tracer.breaks.generator_code`). When a later
 trace (the resume function after a graph break, typically) meets such a generator again, its
-state is fully readable where it is suspended at a yield with nothing below the yielded value
-on its stack: which yield (``gi_frame.f_lasti``) and its locals (``gi_frame.f_locals``). It
+state is readable where it is suspended at a yield: which yield (``gi_frame.f_lasti``), its
+locals (``gi_frame.f_locals``), and the value stack below the yield, which the generator's box
+holds while the generator stays where the box put it (none below: nothing to know). It
 is then a :class:`~sapwood_tracer.values.generators.GeneratorValue` over a symbolic frame of
 the original code at that yield, and runs lazily like one the trace made; once advanced, the
 entry puts the real generator in the state the trace left it in (its code can take any state
 without running the original's code again).
 
 Guards: the generator's type, its code (identity), that it is not running, where it is
-suspended, the names of its bound locals, and each local as an input of its own.
-Anything else (a generator of any other code, one with free variables or with a value stack
-below its yield) stays a :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`.
+suspended, the names of its bound locals, each local as an input of its own, and where there
+is a stack below the yield, the box's mark (identity) and each stack item as an input.
+Anything else (a generator of any other code, one with free variables, one with a value
+stack below a yield it reached by running) stays a :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..values.base import Value
 from ..values.generator_codes import BOX_NAME, repositionable
 from ..values.generators import GeneratorValue
 from .frame import SymbolicFrame
+from .real_iterators import RANGE_ITERATOR, wrap_range_iterator
 
 if TYPE_CHECKING:
     from .builder import WrappingSession
@@ -45,12 +48,16 @@ def wrap_repositionable_generator(
         return None
     lasti = frame.f_lasti
     number = info.yield_at(lasti)
-    if number is None or info.depths[number]:
+    if number is None:
         return None
     f_locals = frame.f_locals
     keys = tuple(f_locals.keys())
     if any(name not in info.local_names and name != BOX_NAME for name in keys):
         return None
+    box = f_locals.get(BOX_NAME)
+    depth = info.depths[number]
+    if depth and (box is None or box.mark is not info.marks[number]):
+        return None  # (it reached this yield by running: its stack is not known)
     frame_source = AttrSource(source, "gi_frame")
     locals_source = AttrSource(frame_source, "f_locals")
     tx.guard(GuardKind.TYPE_MATCH, source, types.GeneratorType)
@@ -59,12 +66,34 @@ def wrap_repositionable_generator(
     tx.guard(GuardKind.CONSTANT_MATCH, AttrSource(source, "gi_running"), False)
     tx.guard(GuardKind.CONSTANT_MATCH, AttrSource(frame_source, "f_lasti"), lasti)
     tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(locals_source), keys)
+    made: dict[int, Value] = {}
+
+    def value_of(obj: Any, where: Source) -> Value:
+        # a range iterator of the generator (its loop's) gives its numbers to the trace; one
+        # object held in two places is one value
+        if type(obj) is RANGE_ITERATOR:
+            known = made.get(id(obj))
+            if known is None:
+                known = wrap_range_iterator(tx, obj, where) or tx.wrap(obj, where)
+                made[id(obj)] = known
+            return known
+        return tx.wrap(obj, where)
+
     fast: dict[str, Any] = {
-        name: tx.wrap(f_locals[name], ItemSource(locals_source, name))
+        name: value_of(f_locals[name], ItemSource(locals_source, name))
         for name in info.local_names
         if name in f_locals
     }
     symbolic = SymbolicFrame(tx, info.original, frame.f_globals, None, fast, {}, None)
+    if depth:
+        # the stack below the yield, as the dispatch put it there (the box says so)
+        box_source = ItemSource(locals_source, BOX_NAME)
+        tx.hold(box.mark)
+        tx.guard(GuardKind.ID_MATCH, AttrSource(box_source, "mark"), id(box.mark))
+        stack_source = AttrSource(box_source, "stack")
+        symbolic.stack = [
+            value_of(item, ItemSource(stack_source, index)) for index, item in enumerate(box.stack)
+        ]
     symbolic.is_generator = True
     symbolic.ip = info.yield_indices[number] + 1  # just after the yield, as one suspended
     return GeneratorValue(symbolic, source, backing=info)
