@@ -11,7 +11,8 @@ The modules, lowest first (each imports only those before it): :mod:`.base` (the
 methods), :mod:`.list_iterators`, :mod:`.containers`, :mod:`.sets`, :mod:`.iterators`,
 :mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`,
 :mod:`.sequence_iterators`, :mod:`.objects`, :mod:`.runtime_objects`, :mod:`.enums`,
-:mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generators`.
+:mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generator_codes` (the registry of
+repositionable generator codes), :mod:`.generators`, :mod:`.real_iterators`.
 
 May import: the context protocol (:mod:`sapwood_tracer.context`), guards' sources, errors.
 A value that needs the trace (a node, a guard, an inlined call, a side effect, a model of a
