@@ -123,7 +123,14 @@ def repositionable_code(original: types.CodeType) -> RepositionableCode:
     """The ``R`` of generator code ``original`` (memoised); Unsupported where refused."""
     made = _made.get(original)
     if made is None:
-        made = _made[original] = _build(original)
+        try:
+            made = _build(original)
+        except Unsupported:
+            raise
+        except Exception as exc:  # (an instruction stream this module does not foresee)
+            what = f"{type(exc).__name__}: {exc}"
+            raise Unsupported(f"rebuilding generator {original.co_qualname} ({what})") from exc
+        _made[original] = made
         register(made)
     return made
 

@@ -34,7 +34,7 @@ class _State:
     mark: Any
     locals: list[Value | None]
     stack: list[Value]
-    cells: list[Value]
+    cells: list[Value | None]
 
 
 def _state(value: GeneratorValue) -> _State:
@@ -47,7 +47,9 @@ def _state(value: GeneratorValue) -> _State:
     info = value.backing or repositionable_code(code)
     if value.done:
         return _State(info, info.finish_mark, [], [], [])
-    cells = [frame.cells[name] for name in code.co_freevars]
+    cells = [frame.cells.get(name) for name in code.co_freevars]
+    if any(cell is None for cell in cells):
+        raise Unsupported(f"rebuilding {value.describe()} (a closure cell is not known)")
     names = info.local_names
     locals_ = [frame.locals.get(name) for name in names]
     suspended_at = frame.instructions[frame.ip - 1].opname if frame.ip else ""
@@ -72,7 +74,8 @@ def generator_parts(value: GeneratorValue) -> list[Value]:
         state = _state(value)
     except Unsupported:
         return []
-    return [*(v for v in state.locals if v is not None), *state.stack, *state.cells]
+    held = [*state.locals, *state.stack, *state.cells]
+    return [v for v in held if v is not None]
 
 
 def _tuple(parts: list[str]) -> str:
@@ -91,7 +94,7 @@ def emit_generator(
 ) -> str:
     """An expression of the entry for the real generator rebuilt from ``value``."""
     state = _state(value)
-    cells = [emit(v) for v in state.cells]
+    cells = [emit(v) for v in state.cells if v is not None]
     mark, locals_, stack = _state_text(em, state, emit)
     closure = _tuple(cells) if cells else "None"
     name = em.temp()
