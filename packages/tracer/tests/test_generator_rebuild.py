@@ -265,3 +265,23 @@ def test_a_loop_generator_advanced_eagerly_in_between_is_not_read_from_its_stale
     assert compiled_advance(again) == 4  # put there by the entry: still known
     assert _breaks(advance, again) == ([], [])  # (takes 6)
     assert list(again) == []
+
+
+def _renamed():
+    yield 1
+
+
+_renamed.__name__, _renamed.__qualname__ = "other", "Elsewhere.other"
+
+
+def test_a_rebuilt_generator_has_the_names_of_its_function():
+    def fn(x):
+        return x, _renamed(), _numbers(1, [])
+
+    got, expected = _compile(fn)(X), fn(X)
+    for rebuilt, original in zip(got[1:], expected[1:]):
+        assert (rebuilt.__name__, rebuilt.__qualname__) == (
+            original.__name__,
+            original.__qualname__,
+        )
+    assert _breaks(fn, X) == ([], [])

@@ -297,12 +297,13 @@ def make_generator(
     mark: Any,
     locals_: tuple[Any, ...],
     stack: tuple[Any, ...],
+    names: tuple[str, str],
 ) -> types.GeneratorType:
     """A real generator of ``info``'s code in the state the box describes: suspended at the
-    yield ``mark`` names (run to it now), finished, or not started."""
-    original = info.original
-    fn = types.FunctionType(info.code, f_globals, original.co_name, None, closure)
-    fn.__qualname__ = original.co_qualname
+    yield ``mark`` names (run to it now), finished, or not started; ``names``: its
+    ``__name__`` and ``__qualname__``."""
+    fn = types.FunctionType(info.code, f_globals, names[0], None, closure)
+    fn.__qualname__ = names[1]
     gen = fn(GeneratorBox(mark, locals_, stack))
     if mark is not info.start_mark:
         with contextlib.suppress(StopIteration):

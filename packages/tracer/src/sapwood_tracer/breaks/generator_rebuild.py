@@ -44,6 +44,8 @@ def _state(value: GeneratorValue) -> _State:
         raise Unsupported(f"rebuilding {value.describe()} while it runs")
     if value.handled is not None:
         raise Unsupported(f"rebuilding {value.describe()}, suspended inside an except block")
+    if value.names is None:
+        raise Unsupported(f"rebuilding {value.describe()}, whose function was renamed")
     info = value.backing or repositionable_code(code)
     if value.done:
         return _State(info, info.finish_mark, [], [], [])
@@ -100,7 +102,8 @@ def emit_generator(
     name = em.temp()
     em.lines.append(
         f"{indent}{name} = {em.const(make_generator)}({em.const(state.info)}, "
-        f"{em.const(value.frame.f_globals)}, {closure}, {mark}, {locals_}, {stack})"
+        f"{em.const(value.frame.f_globals)}, {closure}, {mark}, {locals_}, {stack}, "
+        f"{em.const(value.names)})"
     )
     return str(name)
 

@@ -24,7 +24,7 @@ __all__ = ["GeneratorValue", "stop_iteration_error"]
 class GeneratorValue(IteratorValue):
     """A generator made during the trace."""
 
-    __slots__ = ("backing", "done", "frame", "handled", "running")
+    __slots__ = ("backing", "done", "frame", "handled", "names", "running")
 
     def __init__(self, frame: FrameState[Value], source: Any = None, backing: Any = None) -> None:
         super().__init__(source)
@@ -36,6 +36,8 @@ class GeneratorValue(IteratorValue):
         #: for a real generator of a repositionable code (from the inputs, ``source`` says
         #: where), what is known of that code: once advanced, the entry repositions it
         self.backing = backing
+        #: its ``__name__`` and ``__qualname__`` (its function's; None: not known)
+        self.names: tuple[str, str] | None = (frame.code.co_name, frame.code.co_qualname)
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
