@@ -460,6 +460,11 @@ class IteratorValue(Value):
         """The items still to come, if known without running anything; else None."""
         return None
 
+    def stop_args(self) -> tuple[Value, ...]:
+        """The arguments of the StopIteration its exhaustion raises (a generator's return
+        value, the first time)."""
+        return ()
+
     def getattr(self, tx: Context, name: str) -> Value:
         if name in ("__next__", "__iter__"):
             return BoundBuiltinMethod(self, name)
@@ -470,7 +475,7 @@ class IteratorValue(Value):
         if name == "__next__" and not args and not kwargs:
             value = self.next_value(tx)
             if value is None:
-                raise TracedException(cls=StopIteration)
+                raise TracedException(cls=StopIteration, args=self.stop_args())
             return value
         if name == "__iter__" and not args and not kwargs:
             return self

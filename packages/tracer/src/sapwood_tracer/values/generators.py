@@ -24,7 +24,7 @@ __all__ = ["GeneratorValue", "stop_iteration_error"]
 class GeneratorValue(IteratorValue):
     """A generator made during the trace."""
 
-    __slots__ = ("backing", "done", "frame", "handled", "names", "running")
+    __slots__ = ("backing", "done", "frame", "handled", "names", "returned", "running")
 
     def __init__(self, frame: FrameState[Value], source: Any = None, backing: Any = None) -> None:
         super().__init__(source)
@@ -38,6 +38,8 @@ class GeneratorValue(IteratorValue):
         self.backing = backing
         #: its ``__name__`` and ``__qualname__`` (its function's; None: not known)
         self.names: tuple[str, str] | None = (frame.code.co_name, frame.code.co_qualname)
+        #: what its ``return`` gave, until the StopIteration that carries it is raised
+        self.returned: Value | None = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -47,6 +49,7 @@ class GeneratorValue(IteratorValue):
 
     def next_value(self, tx: Context) -> Value | None:
         if self.done:
+            self.returned = None  # (only the call that finished it carries the value)
             return None
         if self.running:
             raise TracedException(
@@ -70,8 +73,14 @@ class GeneratorValue(IteratorValue):
             tx.handled = tx.enclosing_handled.pop()
         if not suspended:
             self.done = True
+            if not (value.is_constant() and value.as_constant() is None):
+                self.returned = value  # (``return None`` raises a StopIteration without args)
             return None
         return value
+
+    def stop_args(self) -> tuple[Value, ...]:
+        returned, self.returned = self.returned, None
+        return () if returned is None else (returned,)
 
 
 def stop_iteration_error(value: Value) -> Value:
