@@ -285,3 +285,27 @@ def test_a_rebuilt_generator_has_the_names_of_its_function():
             original.__qualname__,
         )
     assert _breaks(fn, X) == ([], [])
+
+
+def test_a_closure_generator_rebuilt_at_a_break_shares_its_cells_with_the_function():
+    def fn(x):
+        state = []
+        count = 0
+
+        def woohoo():
+            nonlocal count
+            state.append(1)
+            yield 42
+            count += 10
+            state.append(999)
+
+        with contextlib.contextmanager(woohoo)() as got:
+            sapwood_tracer.graph_break()
+            state.append(got)
+        count += 1
+        return x + 1, state, count
+
+    expected = fn(X)
+    got = _compile(fn)(X)
+    assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+    assert _breaks(fn, X) == (["sapwood.graph_break()"], [])

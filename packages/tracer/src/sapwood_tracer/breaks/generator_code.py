@@ -304,7 +304,7 @@ def make_generator(
     ``__name__`` and ``__qualname__``."""
     fn = types.FunctionType(info.code, f_globals, names[0], None, closure)
     fn.__qualname__ = names[1]
-    gen = fn(GeneratorBox(mark, locals_, stack))
+    gen = fn(GeneratorBox(mark, locals_, stack, closure or ()))
     if mark is not info.start_mark:
         with contextlib.suppress(StopIteration):
             next(gen)

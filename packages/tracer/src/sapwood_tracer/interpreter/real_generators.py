@@ -14,8 +14,8 @@ without running the original's code again).
 Guards: the generator's type, its code (identity), that it is not running, where it is
 suspended, the names of its bound locals, each local as an input of its own, and where there
 is a stack below the yield, the box's mark (identity) and each stack item as an input.
-Anything else (a generator of any other code, one with free variables, one with a value
-stack below a yield it reached by running) stays a :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`.
+Its closure cells come from the box too (guarded by identity). Anything else (a generator
+of any other code, one with a value stack below a yield it reached by running) stays a :class:`~sapwood_tracer.values.iterators.LiveIteratorValue`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def wrap_repositionable_generator(
     """``gen`` as a generator the trace runs, or None where it cannot be."""
     info = repositionable(gen.gi_code)
     frame = gen.gi_frame
-    if info is None or frame is None or gen.gi_running or info.original.co_freevars:
+    if info is None or frame is None or gen.gi_running:
         return None
     lasti = frame.f_lasti
     number = info.yield_at(lasti)
@@ -52,12 +52,16 @@ def wrap_repositionable_generator(
         return None
     f_locals = frame.f_locals
     keys = tuple(f_locals.keys())
-    if any(name not in info.local_names and name != BOX_NAME for name in keys):
+    known = {*info.local_names, *info.original.co_freevars, BOX_NAME}
+    if any(name not in known for name in keys):
         return None
     box = f_locals.get(BOX_NAME)
     depth = info.depths[number]
     if depth and (box is None or box.mark is not info.marks[number]):
         return None  # (it reached this yield by running: its stack is not known)
+    freevars = info.original.co_freevars
+    if freevars and (box is None or len(box.closure) != len(freevars)):
+        return None
     frame_source = AttrSource(source, "gi_frame")
     locals_source = AttrSource(frame_source, "f_locals")
     tx.guard(GuardKind.TYPE_MATCH, source, types.GeneratorType)
@@ -84,10 +88,17 @@ def wrap_repositionable_generator(
         for name in info.local_names
         if name in f_locals
     }
-    symbolic = SymbolicFrame(tx, info.original, frame.f_globals, None, fast, {}, None)
+    box_source = ItemSource(locals_source, BOX_NAME)
+    cells: dict[str, Value] = {}
+    for index, (name, cell) in enumerate(zip(freevars, box.closure if freevars else ())):
+        # its closure cells, each the very cell (one cell is one value, wherever it is read)
+        cell_source = ItemSource(AttrSource(box_source, "closure"), index)
+        tx.hold(cell)
+        tx.guard(GuardKind.ID_MATCH, cell_source, id(cell))
+        cells[name] = tx.real_cell(cell, AttrSource(cell_source, "cell_contents"))
+    symbolic = SymbolicFrame(tx, info.original, frame.f_globals, None, fast, cells, None)
     if depth:
         # the stack below the yield, as the dispatch put it there (the box says so)
-        box_source = ItemSource(locals_source, BOX_NAME)
         tx.hold(box.mark)
         tx.guard(GuardKind.ID_MATCH, AttrSource(box_source, "mark"), id(box.mark))
         stack_source = AttrSource(box_source, "stack")

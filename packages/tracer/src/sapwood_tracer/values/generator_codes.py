@@ -46,12 +46,20 @@ class GeneratorBox:
     the start), the value of each local of ``G`` (or :data:`UNBOUND`), and the value stack
     below the yield (bottom first)."""
 
-    __slots__ = ("locals", "mark", "stack")
+    __slots__ = ("closure", "locals", "mark", "stack")
 
-    def __init__(self, mark: Any, locals_: tuple[Any, ...], stack: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        mark: Any,
+        locals_: tuple[Any, ...],
+        stack: tuple[Any, ...],
+        closure: tuple[Any, ...] = (),
+    ) -> None:
         self.mark = mark
         self.locals = locals_
         self.stack = stack
+        #: the generator's closure cells (its frame does not show them as cells)
+        self.closure = closure
 
     def set(self, mark: Any, locals_: tuple[Any, ...], stack: tuple[Any, ...]) -> None:
         self.mark, self.locals, self.stack = mark, locals_, stack
