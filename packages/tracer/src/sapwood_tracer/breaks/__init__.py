@@ -5,6 +5,9 @@
   that goes on after it.
 * :mod:`.resume` — resume functions: the original bytecode with a prologue that rebuilds the
   stack and jumps to the instruction after the break (assembled with ``bytecode``).
+* :mod:`.generator_code` — repositionable generator codes: a generator of the trace rebuilt
+  as a real one at its yield, which a later trace can advance and put elsewhere;
+  :mod:`.generator_rebuild` emits the entry's lines that build or reposition one.
 * :mod:`.outputs` — the entry function itself: guards, the compiled graph, rebuilding the
   returned values as real objects, replaying side effects.
 

@@ -18,6 +18,7 @@ from ..values.base import NULL, IteratorRecipe, IteratorValue, Value
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
 from ..values.functions import CellValue
+from ..values.generators import GeneratorValue
 from .resume import ResumeLayout, StackSlot
 
 __all__ = ["TorchContext", "passable", "resume_layout", "torch_context"]
@@ -146,5 +147,8 @@ def _recipe_shape(recipe: IteratorRecipe, passed: list[Value]) -> tuple[Any, ...
 
 
 def passable(value: IteratorValue) -> bool:
-    """Whether the entry can hand ``value`` on as a real iterator object."""
+    """Whether the entry can hand ``value`` on as a real iterator object (a generator of the
+    trace is rebuilt as one, see :mod:`.generator_rebuild`, or refused there)."""
+    if isinstance(value, GeneratorValue):
+        return True
     return value.source is not None or value.rebuild() is not None

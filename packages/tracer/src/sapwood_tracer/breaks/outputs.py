@@ -65,6 +65,7 @@ from ..values.functions import (
     RealCellValue,
     UserFunctionValue,
 )
+from ..values.generators import GeneratorValue
 from ..values.logging_calls import LoggingCallValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
@@ -75,10 +76,12 @@ from ..values.objects import (
 )
 from ..values.ordered_dataclasses import OrderedDataclassValue
 from ..values.partials import PartialValue
-from ..values.sequence_iterators import NextOnly, user_iterator_of
+from ..values.real_iterators import RealRangeIteratorValue, advance
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
+from .generator_rebuild import emit_generator, emit_reposition, generator_parts
+from .iterator_rebuild import emit_iterator
 
 __all__ = ["OutputCollector", "build_entry_function"]
 
@@ -158,6 +161,9 @@ class OutputCollector:
             self.collect(value.receiver, seen)
         elif isinstance(value, DictViewValue):
             self.collect(value.owner, seen)
+        elif isinstance(value, GeneratorValue):
+            for item in generator_parts(value):
+                self.collect(item, seen)
         elif isinstance(value, IteratorValue) and value.source is None:
             recipe = value.rebuild()
             if recipe is not None:
@@ -260,7 +266,12 @@ def _emit_mutations(
     for container in effects.containers.values():
         assert container.source is not None
         target = em.source(container.source, indent)
-        if isinstance(container, ListValue):
+        if isinstance(container, GeneratorValue):  # a real one the trace advanced
+            emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+            emit_reposition(em, container, target, emit, indent)
+        elif isinstance(container, RealRangeIteratorValue):
+            em.lines.append(f"{indent}{em.const(advance)}({target}, {container.taken})")
+        elif isinstance(container, ListValue):
             items = ", ".join(_emit(em, v, collector, built, indent) for v in container.items)
             em.lines.append(f"{indent}{target}[:] = [{items}]")
         else:
@@ -325,49 +336,6 @@ def _new_function(
     if kwdefaults:
         fn.__kwdefaults__ = kwdefaults
     return fn
-
-
-def _emit_iterator(
-    em: Emitter,
-    value: IteratorValue,
-    collector: OutputCollector,
-    built: dict[int, str],
-    indent: str,
-) -> str:
-    """An iterator of the trace as a real iterator object, made by its recipe (``iter()`` of
-    the items still to come, ``map``/``zip`` over such, ...); a live one is itself."""
-    if value.source is not None:
-        return em.source(value.source, indent)
-    recipe = value.rebuild()
-    if recipe is None:
-        raise Unsupported(f"rebuilding {value.describe()} after the graph")
-
-    def made(recipe: IteratorRecipe, nested: bool = False) -> str:
-        if nested and recipe.fn is user_iterator_of:
-            # the outer builtin calls iter() on it: the object's __iter__ ran already
-            recipe = IteratorRecipe(NextOnly, recipe.args)
-        parts = []
-        for arg in recipe.args:
-            if isinstance(arg, IteratorRecipe):
-                parts.append(made(arg, nested=True))
-            elif isinstance(arg, IteratorValue):
-                # an iterator of its own (made once, shared with whatever else holds it)
-                inner = _emit(em, arg, collector, built, indent)
-                inner_recipe = arg.rebuild() if arg.source is None else None
-                if inner_recipe is not None and inner_recipe.fn is user_iterator_of:
-                    inner = f"{em.const(NextOnly)}({inner})"
-                parts.append(inner)
-            elif isinstance(arg, tuple):
-                items = [_emit(em, v, collector, built, indent) for v in arg]
-                parts.append(f"({', '.join(items)}{',' if len(items) == 1 else ''})")
-            else:
-                parts.append(_emit(em, arg, collector, built, indent))
-        return f"{em.const(recipe.fn)}({', '.join(parts)})"
-
-    name = em.temp()
-    em.lines.append(f"{indent}{name} = {made(recipe)}")
-    built[id(value)] = name
-    return name
 
 
 def _emit_function_attributes(
@@ -528,8 +496,14 @@ def _emit_value(
         parts = [_emit(em, v, collector, built, indent) for v in (value.args, value.keywords)]
         em.lines.append(f"{indent}{name}.__setstate__(({fn}, {', '.join(parts)}, None))")
         return name
+    if isinstance(value, GeneratorValue) and value.source is None:
+        emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+        built[id(value)] = made = emit_generator(em, value, emit, indent)
+        return made
     if isinstance(value, IteratorValue):
-        return _emit_iterator(em, value, collector, built, indent)
+        return emit_iterator(
+            em, value, lambda v: _emit(em, v, collector, built, indent), built, indent
+        )
     if isinstance(value, SliceValue):
         return em.const(value.as_slice())
     name = em.temp()

@@ -57,6 +57,7 @@ from .sources import (
     LenSource,
     ModuleHooksSource,
     ReaderSource,
+    ReduceSource,
     ViewedDictSource,
     WeakHandle,
     WeakRefTargetSource,
@@ -229,6 +230,8 @@ class Emitter:
             return f"{base}()"
         if isinstance(source, ViewedDictSource):
             return f"{self.const(dict_of_view)}({base})"
+        if isinstance(source, ReduceSource):
+            return f"{base}.__reduce__()"
         if isinstance(source, HasAttrSource):
             return f"hasattr({base}, {self.const(source.attr)})"
         if isinstance(source, ModuleHooksSource):

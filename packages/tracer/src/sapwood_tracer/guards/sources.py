@@ -31,6 +31,7 @@ __all__ = [
     "LenSource",
     "ModuleHooksSource",
     "ReaderSource",
+    "ReduceSource",
     "ViewedDictSource",
     "WeakHandle",
     "WeakRefTargetSource",
@@ -228,6 +229,24 @@ class ViewedDictSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return dict_of_view(self.of.resolve(f_locals, f_globals, function))
+
+
+@_frozen
+class ReduceSource(_Printable):
+    """``of.__reduce__()`` (of a builtin iterator: how to make it again, read without
+    running user code)."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"{self.of}.__reduce__()"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return self.of.resolve(f_locals, f_globals, function).__reduce__()
 
 
 @_frozen

@@ -11,6 +11,8 @@ symbolic frame, and the trace session that owns one trace's state.
 * :mod:`.builder` turns real objects read through sources into values, with their guards;
   :mod:`.graph_bridge` is the one door into ``sapwood_graph``; :mod:`.shape_plan` says which
   sizes a trace makes symbolic; :mod:`.side_effects` records writes to outside objects.
+* :mod:`.real_generators` and :mod:`.real_iterators` read real generators rebuilt by an
+  earlier entry (and their range iterators) as values the trace runs.
 
 May import: the Python model, the value model, the context protocol, guards, marks, errors.
 Never imports graph breaks or the API (they sit above).

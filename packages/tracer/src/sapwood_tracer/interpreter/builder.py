@@ -83,6 +83,7 @@ from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
 from ..values.tensors import TorchFunctionValue
 from .graph_bridge import GraphBridge
+from .real_generators import wrap_repositionable_generator
 
 __all__ = ["WrappingSession", "wrap", "wrap_trusted"]
 
@@ -106,7 +107,7 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
         return known
     if (
         type(obj) in _SHARED_KINDS
-        or isinstance(obj, torch.nn.Module)
+        or isinstance(obj, (torch.nn.Module, types.GeneratorType))
         or _is_plain_object(obj)
         or _is_live_iterator(obj)
         or c_partial_base(type(obj)) is not None
@@ -123,7 +124,7 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
     if isinstance(
         value,
         (ModuleValue, ObjectValue, ListValue, DictValue, SetValue, LiveIteratorValue, PartialValue),
-    ):
+    ) or isinstance(obj, types.GeneratorType):
         tx.by_object[id(obj)] = (obj, value)
     return value
 
@@ -285,6 +286,10 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if _is_callable_builtin(obj) or isinstance(obj, type):
         _id_match(tx, source, obj)
         return _callable_value(tx, obj, source)
+    if isinstance(obj, types.GeneratorType):
+        rebuilt = wrap_repositionable_generator(tx, obj, source)
+        if rebuilt is not None:
+            return rebuilt
     if _is_live_iterator(obj):
         _type_match(tx, source, obj)
         return LiveIteratorValue(obj, source)

@@ -208,7 +208,9 @@ class TraceSession:
         if code.co_flags & inspect.CO_GENERATOR:
             frame.is_generator = True
             self.resume(frame)  # runs the prologue up to RETURN_GENERATOR
-            return GeneratorValue(frame)
+            generator = GeneratorValue(frame)
+            generator.names = _generator_names(fn, code)
+            return generator
         return self.run_frame(frame)
 
     def run_frame(self, frame: SymbolicFrame) -> Value:
@@ -474,3 +476,15 @@ def _plain_user_object(value: Value) -> bool:
     if not isinstance(value, (ObjectValue, NewObjectValue)):
         return False
     return all(k is object or k.__module__ != "builtins" for k in value.python_type().__mro__)
+
+
+def _generator_names(fn: Value, code: types.CodeType) -> tuple[str, str] | None:
+    """The ``__name__`` and ``__qualname__`` a generator of ``fn`` has (its function's at the
+    call); None where the program assigned them in the trace (not known as strings here)."""
+    real = getattr(fn, "fn", None)
+    if isinstance(real, types.FunctionType):
+        return real.__name__, real.__qualname__
+    fields = getattr(fn, "fields", {})
+    if "__name__" in fields or "__qualname__" in fields:
+        return None
+    return code.co_name, code.co_qualname

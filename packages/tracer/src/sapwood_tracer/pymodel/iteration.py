@@ -115,7 +115,7 @@ def _next(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if value is None:
         if len(args) > 1:
             return args[1]
-        raise TracedException(cls=StopIteration)
+        raise TracedException(cls=StopIteration, args=it.stop_args())
     return value
 
 

@@ -13,7 +13,8 @@ methods), :mod:`.list_iterators`, :mod:`.sequences`, :mod:`.dicts`, :mod:`.conta
 (both, for their users), :mod:`.sets`, :mod:`.iterators`,
 :mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`,
 :mod:`.sequence_iterators`, :mod:`.objects`, :mod:`.runtime_objects`, :mod:`.enums`,
-:mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generators`.
+:mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generator_codes` (the registry of
+repositionable generator codes), :mod:`.generators`, :mod:`.real_iterators`.
 
 May import: the context protocol (:mod:`sapwood_tracer.context`), guards' sources, errors.
 A value that needs the trace (a node, a guard, an inlined call, a side effect, a model of a

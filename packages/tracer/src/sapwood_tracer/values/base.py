@@ -329,6 +329,10 @@ class ConstantValue(Value):
     def iterate(self, tx: Context) -> Value:
         if type(self.value) is range:
             return RangeIteratorValue(self.value)
+        try:
+            iter(self.value)  # (a builtin constant: no user code runs)
+        except TypeError as exc:  # ``for d in 1``: "'int' object is not iterable"
+            raise _raised_by_builtin(exc, f"iterating over {self.describe()}") from None
         return super().iterate(tx)
 
     def truth(self, tx: Context) -> bool:
@@ -461,6 +465,11 @@ class IteratorValue(Value):
         """The items still to come, if known without running anything; else None."""
         return None
 
+    def stop_args(self) -> tuple[Value, ...]:
+        """The arguments of the StopIteration its exhaustion raises (a generator's return
+        value, the first time)."""
+        return ()
+
     def getattr(self, tx: Context, name: str) -> Value:
         if name in ("__next__", "__iter__"):
             return BoundBuiltinMethod(self, name)
@@ -471,7 +480,7 @@ class IteratorValue(Value):
         if name == "__next__" and not args and not kwargs:
             value = self.next_value(tx)
             if value is None:
-                raise TracedException(cls=StopIteration)
+                raise TracedException(cls=StopIteration, args=self.stop_args())
             return value
         if name == "__iter__" and not args and not kwargs:
             return self

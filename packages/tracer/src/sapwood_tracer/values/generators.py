@@ -8,7 +8,7 @@ happen in the same order relative to its consumer as in Python.
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TracedException
 from .base import ConstantValue, Context, Value
@@ -24,15 +24,22 @@ __all__ = ["GeneratorValue", "stop_iteration_error"]
 class GeneratorValue(IteratorValue):
     """A generator made during the trace."""
 
-    __slots__ = ("done", "frame", "handled", "running")
+    __slots__ = ("backing", "done", "frame", "handled", "names", "returned", "running")
 
-    def __init__(self, frame: FrameState[Value]) -> None:
-        super().__init__(None)
+    def __init__(self, frame: FrameState[Value], source: Any = None, backing: Any = None) -> None:
+        super().__init__(source)
         self.frame = frame
         self.done = False
         self.running = False
         #: the exception its own code handles (kept while it is suspended in an except block)
         self.handled: Value | None = None
+        #: for a real generator of a repositionable code (from the inputs, ``source`` says
+        #: where), what is known of that code: once advanced, the entry repositions it
+        self.backing = backing
+        #: its ``__name__`` and ``__qualname__`` (its function's; None: not known)
+        self.names: tuple[str, str] | None = (frame.code.co_name, frame.code.co_qualname)
+        #: what its ``return`` gave, until the StopIteration that carries it is raised
+        self.returned: Value | None = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -42,11 +49,14 @@ class GeneratorValue(IteratorValue):
 
     def next_value(self, tx: Context) -> Value | None:
         if self.done:
+            self.returned = None  # (only the call that finished it carries the value)
             return None
         if self.running:
             raise TracedException(
                 cls=ValueError, args=(ConstantValue("generator already executing"),)
             )
+        if self.backing is not None:
+            tx.side_effects.mutate_container(self)  # (put where the trace leaves it)
         self.frame.push(ConstantValue(None))  # what the suspended yield evaluates to
         self.running = True
         # it runs at a level of its own: what it handles is not its caller's, and the reverse
@@ -63,8 +73,14 @@ class GeneratorValue(IteratorValue):
             tx.handled = tx.enclosing_handled.pop()
         if not suspended:
             self.done = True
+            if not (value.is_constant() and value.as_constant() is None):
+                self.returned = value  # (``return None`` raises a StopIteration without args)
             return None
         return value
+
+    def stop_args(self) -> tuple[Value, ...]:
+        returned, self.returned = self.returned, None
+        return () if returned is None else (returned,)
 
 
 def stop_iteration_error(value: Value) -> Value:

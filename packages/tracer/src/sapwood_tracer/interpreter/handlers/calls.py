@@ -239,13 +239,19 @@ def _send(frame: SymbolicFrame) -> Value | None:
     return receiver.next_value(frame.tx)
 
 
+def _returned(receiver: Value) -> Value:
+    """The value of ``yield from`` over the exhausted ``receiver``: its StopIteration's."""
+    assert isinstance(receiver, IteratorValue)
+    args = receiver.stop_args()
+    return args[0] if args else ConstantValue(None)
+
+
 @opcode("SEND", until=(3, 12))
 def send_311(frame: SymbolicFrame, inst: Instruction) -> None:
     # On exhaustion 3.11 replaces the sub-iterator with its return value and jumps.
     value = _send(frame)
     if value is None:
-        frame.pop()
-        frame.push(ConstantValue(None))
+        frame.push(_returned(frame.pop()))
         frame.jump(inst)
     else:
         frame.push(value)
@@ -256,7 +262,7 @@ def send_312(frame: SymbolicFrame, inst: Instruction) -> None:
     # 3.12 keeps the sub-iterator below the return value; END_SEND removes it.
     value = _send(frame)
     if value is None:
-        frame.push(ConstantValue(None))
+        frame.push(_returned(frame.peek()))
         frame.jump(inst)
     else:
         frame.push(value)
