@@ -215,9 +215,7 @@ def _trace_and_build(
     guards = GuardSet(tx.guards)
     guards.update(graph.guards)
     guards.update(compiled.guards)
-    guards.update(
-        distinctness_guards(tx.by_object, tx.object_of, tx.side_effects, tx.keyed_types)
-    )
+    guards.update(distinctness_guards(tx.by_object, tx.object_of, tx.side_effects, tx.keyed_types))
     tensor_sources = tuple(graph.input_order)
     if len(tensor_sources) > 1:
         guards.add(
