@@ -9,6 +9,8 @@ results and the objects' final states.
 
 from __future__ import annotations
 
+import collections
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,7 +46,15 @@ def _differential(
         expected = fn(*eager_args)
         actual = compiled(*compiled_args)
         assert_same(actual, expected, f"result (shared={shared})")
-        assert_same(list(compiled_args), list(eager_args), f"arguments (shared={shared})")
+        assert_same(_states(compiled_args), _states(eager_args), f"arguments (shared={shared})")
+
+
+def _states(args: Sequence[Any]) -> list[Any]:
+    """The arguments, a slotted object as the values of its slots (it has no ``__dict__``)."""
+    return [
+        [getattr(a, name) for name in type(a).__slots__] if isinstance(a, Slotted) else a
+        for a in args
+    ]
 
 
 ORDERS = pytest.mark.parametrize(
@@ -67,10 +77,49 @@ def _pair(factory: Callable[[], Any]) -> Callable[[bool], tuple[Any, Any]]:
     return make
 
 
+class SlottedDict(dict):
+    __slots__ = ()
+
+
+class Tags(set):
+    pass
+
+
+class Slotted:
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
 KINDS = pytest.mark.parametrize(
     "factory",
-    [list, dict, set, Box, lambda: [1, 2], lambda: {"k": 1}],
-    ids=["list", "dict", "set", "object", "list-items", "dict-items"],
+    [
+        list,
+        dict,
+        set,
+        Box,
+        lambda: [1, 2],
+        lambda: {"k": 1},
+        lambda: frozenset([1]),
+        collections.OrderedDict,
+        SlottedDict,
+        Tags,
+        Slotted,
+    ],
+    ids=[
+        "list",
+        "dict",
+        "set",
+        "object",
+        "list-items",
+        "dict-items",
+        "frozenset",
+        "ordered-dict",
+        "slotted-dict-subclass",
+        "set-subclass",
+        "slotted-object",
+    ],
 )
 
 
@@ -81,6 +130,38 @@ def test_is_between_two_arguments_is_eagers(factory, order):
         return x is y, x is not y
 
     _differential(fn, _pair(factory), order)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [collections.OrderedDict, lambda: collections.defaultdict(int), SlottedDict, Tags, Slotted],
+    ids=["ordered-dict", "defaultdict", "slotted-dict-subclass", "set-subclass", "slotted-object"],
+)
+@ORDERS
+def test_a_change_through_one_argument_is_read_through_the_other(factory, order):
+    def fn(x, y):
+        if isinstance(x, dict):
+            x[1] = 1
+        elif isinstance(x, set):
+            x.add(1)
+        else:
+            x.n = x.n + 1
+        return y.n if isinstance(y, Slotted) else len(y)
+
+    _differential(fn, _pair(factory), order)
+
+
+@ORDERS
+def test_weak_references_to_one_object_and_to_two(order):
+    def fn(w1, w2):
+        return w1 is w2, w1() is w2()
+
+    targets = [Box(), Box()]
+
+    def make(shared: bool) -> tuple[Any, Any]:
+        return weakref.ref(targets[0]), weakref.ref(targets[0 if shared else 1])
+
+    _differential(fn, make, order)
 
 
 @ORDERS

@@ -29,7 +29,11 @@ sources reached one module, a distinctness guard where ``is`` found two differen
 of library namespaces such as ``torch`` or ``math``); it records no guard.
 
 Invariant: one source gives one value per trace (memoised), and one tensor object gives one
-graph input, however many sources reach it (later sources get an ALIAS_MATCH guard).
+graph input, however many sources reach it (later sources get an ALIAS_MATCH guard); so
+does one list, dict, set, plain object, module, live iterator or partial
+(:data:`SHARED_VALUES`), so a change through one source is seen through the others. Sources
+that held two such objects get two values, guarded distinct where the trace relied on it
+(:mod:`.aliasing`).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from ..values.functions import (
     UserFunctionValue,
 )
 from ..values.generators import GeneratorValue
-from ..values.identity import guard_distinct
+from ..values.identity import same_input_object
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
 from . import budget as _budget
@@ -321,9 +321,8 @@ class TraceSession:
             ):
                 raise Unsupported(f"== on {v.describe()}, whose class defines __eq__")
         ka, kb = self.identity_key(a), self.identity_key(b)
-        if ka != kb and ka[0] == kb[0] == "__object__":
-            guard_distinct(self, a, b)
-        return bool(ka == kb)
+        same = same_input_object(self, a, b, ka, kb)
+        return bool(ka == kb) if same is None else same
 
     def identity_key(self, value: Value) -> Any:
         """A key equal for two values exactly when they are the same Python object, or None."""

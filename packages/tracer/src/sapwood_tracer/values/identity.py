@@ -32,7 +32,13 @@ from .containers import TupleValue
 from .exceptions import TracebackValue
 from .tensors import TensorValue, same_tensor
 
-__all__ = ["ObjectIdValue", "compare_ids", "guard_distinct", "same_object"]
+__all__ = [
+    "ObjectIdValue",
+    "compare_ids",
+    "guard_distinct",
+    "same_input_object",
+    "same_object",
+]
 
 _ID_HINT = "Compare objects with `is`, or compare id() with another id() only."
 
@@ -57,18 +63,9 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         # reaching the same tuple, or a tuple and a code constant) is not known here.
         raise Unsupported("`is` between two tuples (their identity is not modelled)")
     ka, kb = tx.identity_key(a), tx.identity_key(b)
-    if ka[0] == kb[0] == "__object__":
-        # two values from the inputs: the objects they were made of answer (a list's
-        # contents, equal or not, say nothing of its identity), and the answer holds for
-        # calls where the sources relate alike, which is guarded unless both identities are
-        guarded = tx.identity_guarded(a) and tx.identity_guarded(b)
-        if ka == kb:
-            if not guarded and a.source is not None and b.source is not None:
-                tx.guard(GuardKind.ALIAS_MATCH, b.source, a.source)
-            return True
-        if not guarded:
-            guard_distinct(tx, a, b)
-        return False
+    same = same_input_object(tx, a, b, ka, kb)
+    if same is not None:
+        return same
     if a.is_constant() != b.is_constant():
         if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
             const = a if isinstance(a, ConstantValue) else b
@@ -82,6 +79,23 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         except Unsupported:
             pass
     return ka == kb
+
+
+def same_input_object(tx: Context, a: Value, b: Value, ka: Any, kb: Any) -> bool | None:
+    """Whether two values made of objects from the inputs (their identity keys ``ka`` and
+    ``kb``) are one object, or None when either is not one: the objects answer (a list's
+    contents, equal or not, say nothing of its identity), and the answer holds for calls
+    where the sources relate alike, which is guarded unless both identities are."""
+    if not ka[0] == kb[0] == "__object__":
+        return None
+    guarded = tx.identity_guarded(a) and tx.identity_guarded(b)
+    if ka == kb:
+        if not guarded and a is not b and a.source is not None and b.source is not None:
+            tx.guard(GuardKind.ALIAS_MATCH, b.source, a.source)
+        return True
+    if not guarded:
+        guard_distinct(tx, a, b)
+    return False
 
 
 def guard_distinct(tx: Context, a: Value, b: Value) -> None:
