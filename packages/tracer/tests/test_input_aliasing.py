@@ -465,3 +465,23 @@ def test_random_programs_over_aliased_lists_and_dicts_match_eager(case):
         assert compiled_args == eager_args, (pattern, ops)
         # the aliasing of the arguments is as it was (nothing replaced an object)
         assert [id(x) for x in compiled_args].count(id(compiled_args[0])) == pattern.count(0)
+
+
+@ORDERS
+def test_a_dict_passed_in_that_is_an_objects_attribute_dict(order):
+    def written(o, d):
+        o.n = o.n + 1
+        return d.get("n")
+
+    def changed(o, d):
+        d["n"] = 5
+        return o.n
+
+    for fn in (written, changed):
+        sapwood_tracer.reset()
+
+        def make(shared: bool) -> tuple[Any, Any]:
+            box = Box()
+            return box, (vars(box) if shared else {"n": 0})
+
+        _differential(fn, make, order)

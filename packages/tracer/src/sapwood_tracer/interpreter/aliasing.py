@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sapwood_graph import Guard, GuardKind, Source
+from sapwood_graph import AttrSource, Guard, GuardKind, Source
 
+from ..errors import Unsupported
 from ..guards.sources import DistinctIdsSource
 from ..values.base import Value
+from ..values.objects import ObjectValue
 from .builder import SHARED_VALUES
 from .side_effects import SideEffects
 
@@ -50,6 +52,15 @@ def distinctness_guards(
     changed += [_object(target, object_of) for target, _, _ in side_effects.set_ops]
     changed += [write.obj for write in side_effects.writes]
     classes.update(type(obj) for obj in changed if obj is not None)
+    # An attribute write changes the object's ``__dict__``, and a dict from the inputs may be
+    # that very dict (``vars(obj)`` passed in beside ``obj``): where the trace wrote an
+    # attribute or changed a dict, the ``__dict__``s of the objects it wrote, and of the
+    # plain objects it read, join the dicts it read. (Not those of modules only read: a dict
+    # passed in that is a module's ``__dict__``, changed by the trace while it reads the
+    # module's attributes, is not told apart.)
+    written = {id(write.obj) for write in side_effects.writes if _has_instance_dict(write.obj)}
+    if written:
+        classes.add(dict)
     if not classes:
         return []
     groups: dict[type, list[Source]] = {}
@@ -57,6 +68,22 @@ def distinctness_guards(
         cls = type(obj)
         if cls in classes and value.source is not None and isinstance(value, SHARED_VALUES):
             groups.setdefault(cls, []).append(value.source)
+    if dict in classes:
+        for obj, value in by_object.values():
+            if (
+                value.source is not None
+                and (id(obj) in written or isinstance(value, ObjectValue))
+                and _has_instance_dict(obj)
+            ):
+                attributes = vars(obj)
+                known = by_object.get(id(attributes))
+                if known is not None and known[0] is attributes:
+                    # the trace took the two for two objects: it cannot stand
+                    raise Unsupported(
+                        f"a dict that is the __dict__ of {value.describe()}, also passed in, "
+                        "changed through one of the two"
+                    )
+                groups.setdefault(dict, []).append(AttrSource(value.source, "__dict__"))
     return [
         Guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource(tuple(sources)), len(sources))
         for sources in groups.values()
@@ -67,3 +94,7 @@ def distinctness_guards(
 def _object(value: Value, object_of: dict[int, Any]) -> Any:
     obj = getattr(value, "obj", None)
     return obj if obj is not None else object_of.get(id(value))
+
+
+def _has_instance_dict(obj: Any) -> bool:
+    return bool(getattr(type(obj), "__dictoffset__", 0))
