@@ -485,3 +485,22 @@ def test_a_dict_passed_in_that_is_an_objects_attribute_dict(order):
             return box, (vars(box) if shared else {"n": 0})
 
         _differential(fn, make, order)
+
+
+@pytest.mark.parametrize("shared_pair", [(0, 1), (1, 3), (2, 3)])
+def test_any_two_of_four_mutated_lists_that_become_one(shared_pair):
+    def fn(a, b, c, d):
+        a.append(1)
+        b.append(2)
+        c.append(3)
+        d.append(4)
+        return len(a), len(b), len(c), len(d)
+
+    def make(shared: bool) -> tuple[Any, ...]:
+        lists: list[list[int]] = [[], [], [], []]
+        if shared:
+            i, j = shared_pair
+            lists[j] = lists[i]
+        return tuple(lists)
+
+    _differential(fn, make, (False, True, False))
