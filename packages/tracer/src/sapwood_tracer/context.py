@@ -234,6 +234,15 @@ class TraceContext(Protocol[V]):
         """Guard that ``value``'s source holds this very object."""
         ...
 
+    def identity_guarded(self, value: V) -> bool:
+        """Whether the guards fix which object ``value`` is (an ``ID_MATCH`` on it)."""
+        ...
+
+    def keyed_by_identity(self, value: V) -> None:
+        """``value`` was used as a key by its identity: inputs of its class must stay
+        distinct objects for the trace to hold."""
+        ...
+
     def as_mapping(self, value: V) -> Any:
         """``value`` as a dict value (for ``**kwargs``)."""
         ...

@@ -6,7 +6,8 @@ holding the generated entry function (guards, then the run) and the guard record
 
 Guards of a cache entry, in order: torch global state (grad mode, default dtype, autocast,
 inference mode), every guard recorded while tracing (including the graph's tensor guards),
-the graph's alias guards, and that the tensor inputs are distinct objects.
+the graph's alias guards, that the inputs whose identity the trace relied on are distinct
+objects (:mod:`sapwood_tracer.interpreter.aliasing`), and that the tensor inputs are.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..guards.sources import (
     global_state_names,
     held_weakly,
 )
+from ..interpreter.aliasing import distinctness_guards
 from ..interpreter.budget import overrun_reason
 from ..interpreter.frame import BreakHere, LazyLocals, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
@@ -213,6 +215,7 @@ def _trace_and_build(
     guards = GuardSet(tx.guards)
     guards.update(graph.guards)
     guards.update(compiled.guards)
+    guards.update(distinctness_guards(tx.by_object, tx.object_of, tx.side_effects, tx.keyed_types))
     tensor_sources = tuple(graph.input_order)
     if len(tensor_sources) > 1:
         guards.add(

@@ -420,6 +420,15 @@ def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int) -> str:
         return f"type({em.source(source, _INDENT)}) is not {em.const(expected)}"
     if kind is GuardKind.ALIAS_MATCH and isinstance(expected, Source):
         return f"{em.source(source, _INDENT)} is not {em.source(expected, _INDENT)}"
+    if (
+        kind is GuardKind.CONSTANT_MATCH
+        and isinstance(source, DistinctIdsSource)
+        and expected == len(source.sources) <= 3
+    ):
+        # two or three objects told apart by `is`, without building a set of their ids
+        values = [em.source(s, _INDENT) for s in source.sources]
+        pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1 :]]
+        return " or ".join(f"{a} is {b}" for a, b in pairs)
     if kind is GuardKind.CONSTANT_MATCH:
         value = em.source(source, _INDENT)
         if expected is None or isinstance(expected, bool):

@@ -29,7 +29,11 @@ sources reached one module, a distinctness guard where ``is`` found two differen
 of library namespaces such as ``torch`` or ``math``); it records no guard.
 
 Invariant: one source gives one value per trace (memoised), and one tensor object gives one
-graph input, however many sources reach it (later sources get an ALIAS_MATCH guard).
+graph input, however many sources reach it (later sources get an ALIAS_MATCH guard); so
+does one list, dict, set, plain object, module, live iterator or partial
+(:data:`SHARED_VALUES`), so a change through one source is seen through the others. Sources
+that held two such objects get two values, guarded distinct where the trace relied on it
+(:mod:`.aliasing`).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from ..values.functions import (
     UserFunctionValue,
     marked_constant_result,
 )
+from ..values.generators import GeneratorValue
 from ..values.iterators import LiveIteratorValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
@@ -81,19 +86,21 @@ from ..values.random_generators import is_generator_primitive
 from ..values.runtime_objects import EnvironValue, WeakRefValue
 from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
-from ..values.tensors import TorchFunctionValue
+from ..values.tensors import TensorValue, TorchFunctionValue
 from .graph_bridge import GraphBridge
 from .real_generators import wrap_repositionable_generator
 
-__all__ = ["WrappingSession", "wrap", "wrap_trusted"]
+__all__ = ["SHARED_VALUES", "WrappingSession", "wrap", "wrap_trusted"]
 
 
 class WrappingSession(TraceContext[Value], Protocol):
     """What wrapping needs of the trace session beyond the value protocol: the tables of
-    values already made (per source, per object) and the graph's tensor inputs."""
+    values already made (per source, per object), the object each value from the inputs
+    was made of (by the value's ``id``) and the graph's tensor inputs."""
 
     by_source: dict[Source, Value]
     by_object: dict[int, tuple[Any, Value]]
+    object_of: dict[int, Any]
 
     @property
     def graph(self) -> GraphBridge: ...
@@ -105,32 +112,46 @@ def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any =
     known = tx.by_source.get(source)
     if known is not None:
         return known
+    # One object reached through several sources is one value: later sources get an alias
+    # guard, and what is read from the object is read (and guarded) once, so a mutation
+    # through one source is seen through the others.
+    seen = tx.by_object.get(id(obj))
     if (
-        type(obj) in _SHARED_KINDS
-        or isinstance(obj, (torch.nn.Module, types.GeneratorType))
-        or _is_plain_object(obj)
-        or _is_live_iterator(obj)
-        or c_partial_base(type(obj)) is not None
+        seen is not None
+        and seen[0] is obj
+        and isinstance(seen[1], SHARED_VALUES)
+        and seen[1].source is not None
     ):
-        # One object reached through several sources is one value: later sources get an
-        # alias guard, and what is read from the object is read (and guarded) once.
-        seen = tx.by_object.get(id(obj))
-        if seen is not None and seen[0] is obj and seen[1].source is not None:
-            tx.guard(GuardKind.ALIAS_MATCH, source, seen[1].source)
-            tx.by_source[source] = seen[1]
-            return seen[1]
+        tx.guard(GuardKind.ALIAS_MATCH, source, seen[1].source)
+        tx.by_source[source] = seen[1]
+        return seen[1]
     value = _make(tx, obj, source)
     tx.by_source[source] = value
-    if isinstance(
-        value,
-        (ModuleValue, ObjectValue, ListValue, DictValue, SetValue, LiveIteratorValue, PartialValue),
-    ) or isinstance(obj, types.GeneratorType):
+    if isinstance(value, SHARED_VALUES):
         tx.by_object[id(obj)] = (obj, value)
+    if value.source is source and not isinstance(value, _NO_IDENTITY):
+        # (a value made for another source, as a compiled function's original, is not obj)
+        tx.object_of.setdefault(id(value), obj)
     return value
 
 
-_SHARED_KINDS = (list, dict, collections.OrderedDict, set)
 _VIEW_KINDS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
+
+#: Kinds of values that stand for one object of the inputs, however many sources reach it.
+SHARED_VALUES = (
+    ModuleValue,
+    ObjectValue,
+    ListValue,
+    DictValue,
+    SetValue,
+    LiveIteratorValue,
+    PartialValue,
+    GeneratorValue,
+)
+
+#: Kinds of values whose identity the trace does not take from the object they were made of:
+#: constants by value, tensors by their graph input, tuples not at all.
+_NO_IDENTITY = (ConstantValue, TupleValue, TensorValue)
 
 
 def _is_plain_object(obj: Any) -> bool:

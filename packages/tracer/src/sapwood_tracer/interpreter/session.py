@@ -48,7 +48,7 @@ from ..values.functions import (
     UserFunctionValue,
 )
 from ..values.generators import GeneratorValue
-from ..values.identity import guard_distinct
+from ..values.identity import same_input_object
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
 from . import budget as _budget
@@ -80,6 +80,10 @@ class TraceSession:
         self.root_locals: dict[str, int] = {}
         # objects (by id) the trace holds values for, so identity survives several sources
         self.by_object: dict[int, tuple[Any, Value]] = {}
+        #: the object each value from the inputs was made of, by the value's id (identity)
+        self.object_of: dict[int, Any] = {}
+        #: classes of objects from the inputs that the trace used as keys by identity
+        self.keyed_types: set[type] = set()
         self.held: dict[int, Any] = {}
         self.member_stores: dict[Source, str] = {}
         self.open_contexts: list[Value] = []
@@ -133,6 +137,7 @@ class TraceSession:
         replay) stays."""
         self.by_source.clear()
         self.by_object.clear()
+        self.object_of.clear()
         self.frames.clear()
         self.graph.release()
 
@@ -323,27 +328,45 @@ class TraceSession:
             ):
                 raise Unsupported(f"== on {v.describe()}, whose class defines __eq__")
         ka, kb = self.identity_key(a), self.identity_key(b)
-        if ka != kb and ka[0] == kb[0] == "__object__":
-            guard_distinct(self, a, b)
-        return bool(ka == kb)
+        same = same_input_object(self, a, b, ka, kb)
+        return bool(ka == kb) if same is None else same
 
     def identity_key(self, value: Value) -> Any:
         """A key equal for two values exactly when they are the same Python object, or None."""
-        obj = getattr(value, "obj", None)
-        if obj is None:
-            obj = getattr(value, "module", None)
-        if obj is None and value.source is not None and isinstance(value, _ID_GUARDED):
-            obj = value.fn  # a function from the inputs: its identity is guarded
+        obj = self._object(value)
         if obj is not None:
             return ("__object__", id(obj))
         return ("__value__", id(value))
 
-    def pin_identity(self, value: Value) -> None:
-        """Guard that ``value``'s source holds this very object (an answer that depends on
-        which object it is, not only on whether it is another input's: ``id()`` as a key)."""
+    def identity_guarded(self, value: Value) -> bool:
+        """Whether ``value`` is a held object (guarded by identity: ``ID_MATCH``): every
+        source of a kind that is not one value per object is guarded so when wrapped."""
+        obj = self._object(value)
+        return obj is not None and self.held.get(id(obj)) is obj
+
+    def keyed_by_identity(self, value: Value) -> None:
+        """``value``, from the inputs, was used as a key by its identity (a dict key, a set
+        member): the entry then requires the inputs of its class to be distinct objects."""
+        obj = self._object(value)
+        if obj is not None and value.source is not None:
+            self.keyed_types.add(type(obj))
+
+    def _object(self, value: Value) -> Any:
+        """The object a value from the inputs stands for (None for one made in the trace)."""
         obj = getattr(value, "obj", None)
         if obj is None:
             obj = getattr(value, "module", None)
+        if obj is None and value.source is not None:
+            if isinstance(value, _ID_GUARDED):
+                obj = value.fn  # a function from the inputs: its identity is guarded
+            else:
+                obj = self.object_of.get(id(value))
+        return obj
+
+    def pin_identity(self, value: Value) -> None:
+        """Guard that ``value``'s source holds this very object (an answer that depends on
+        which object it is, not only on whether it is another input's: ``id()`` as a key)."""
+        obj = self._object(value)
         if obj is not None and value.source is not None:
             self.hold(obj)
             self.guard(GuardKind.ID_MATCH, value.source, id(obj))

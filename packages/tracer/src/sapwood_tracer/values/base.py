@@ -127,6 +127,8 @@ class Value:
             )
         ident = tx.identity_key(self)
         if ident is not None:
+            if ident[0] == "__object__":
+                tx.keyed_by_identity(self)
             return ident
         raise Unsupported(f"{self.describe()} as a dict key or set member")
 

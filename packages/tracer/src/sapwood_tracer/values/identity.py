@@ -5,9 +5,12 @@ Invariants:
 * An identity test is answered from what the trace knows, never guessed: two tensors by
   :func:`~sapwood_tracer.values.tensors.same_tensor` (one value, or torch's fake kernel
   returned the very input), anything else by the interpreter's identity rules
-  (constants by value identity, objects from the inputs by the object they hold, values
-  made in the trace by value identity). A test that cannot be answered raises
+  (constants by value identity, objects from the inputs by the object they were made of,
+  values made in the trace by value identity). A test that cannot be answered raises
   :class:`~sapwood_tracer.Unsupported`.
+* An answer about two objects from the inputs holds for later calls only where their
+  sources relate alike: it is guarded (one alias guard, or a guard that they are distinct)
+  unless both objects' identities are guarded already.
 * ``id(x)`` is an :class:`ObjectIdValue`: it stands for a number the trace does not know, so
   the only thing it supports is comparison with another ``id()`` (``==``/``!=``), which is an
   identity test of the two objects. Arithmetic, hashing, printing or comparing it with a
@@ -30,7 +33,13 @@ from .exceptions import TracebackValue
 from .tensors import TensorValue, same_tensor
 from .tuple_identity import tuples_identical
 
-__all__ = ["ObjectIdValue", "compare_ids", "guard_distinct", "same_object"]
+__all__ = [
+    "ObjectIdValue",
+    "compare_ids",
+    "guard_distinct",
+    "same_input_object",
+    "same_object",
+]
 
 _ID_HINT = "Compare objects with `is`, or compare id() with another id() only."
 
@@ -58,6 +67,9 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
         # reaching the same tuple, or a tuple and a code constant) is not known here.
         raise Unsupported("`is` between two tuples (their identity is not modelled)")
     ka, kb = tx.identity_key(a), tx.identity_key(b)
+    same = same_input_object(tx, a, b, ka, kb)
+    if same is not None:
+        return same
     if a.is_constant() != b.is_constant():
         if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
             const = a if isinstance(a, ConstantValue) else b
@@ -70,9 +82,22 @@ def same_object(tx: Context, a: Value, b: Value) -> bool:
             return a.as_constant() is b.as_constant()
         except Unsupported:
             pass
+    return ka == kb
+
+
+def same_input_object(tx: Context, a: Value, b: Value, ka: Any, kb: Any) -> bool | None:
+    """Whether two values made of objects from the inputs (their identity keys ``ka`` and
+    ``kb``) are one object, or None when either is not one: the objects answer (a list's
+    contents, equal or not, say nothing of its identity), and the answer holds for calls
+    where the sources relate alike, which is guarded unless both identities are."""
+    if not ka[0] == kb[0] == "__object__":
+        return None
+    guarded = tx.identity_guarded(a) and tx.identity_guarded(b)
     if ka == kb:
+        if not guarded and a is not b and a.source is not None and b.source is not None:
+            tx.guard(GuardKind.ALIAS_MATCH, b.source, a.source)
         return True
-    if ka[0] == kb[0] == "__object__":
+    if not guarded:
         guard_distinct(tx, a, b)
     return False
 
