@@ -46,13 +46,12 @@ import os
 import sys
 import types
 import weakref
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
 from sapwood_graph import AttrSource, GuardKind, ItemSource, Source
 
-from ..context import TraceContext
 from ..errors import Unsupported
 from ..guards.sources import (
     HeldObjectSource,
@@ -87,25 +86,10 @@ from ..values.runtime_objects import EnvironValue, WeakRefValue
 from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
 from ..values.tensors import TensorValue, TorchFunctionValue
-from .graph_bridge import GraphBridge
 from .real_generators import wrap_repositionable_generator
+from .wrapping_session import WrappingSession
 
 __all__ = ["SHARED_VALUES", "WrappingSession", "wrap", "wrap_trusted"]
-
-
-class WrappingSession(TraceContext[Value], Protocol):
-    """What wrapping needs of the trace session beyond the value protocol: the tables of
-    values already made (per source, per object), the object each value from the inputs
-    was made of (by the value's ``id``) and the graph's tensor inputs."""
-
-    by_source: dict[Source, Value]
-    by_object: dict[int, tuple[Any, Value]]
-    object_of: dict[int, Any]
-
-    @property
-    def graph(self) -> GraphBridge: ...
-
-    def tensor_input(self, tensor: Any, source: Source) -> Value: ...
 
 
 def wrap(tx: WrappingSession, obj: Any, source: Source, guard_identity_of: Any = None) -> Value:

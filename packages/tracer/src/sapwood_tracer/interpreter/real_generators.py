@@ -21,7 +21,7 @@ of any other code, one with a value stack below a yield it reached by running) s
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sapwood_graph import AttrSource, GuardKind, ItemSource, Source
 
@@ -31,9 +31,7 @@ from ..values.generator_codes import BOX_NAME, repositionable
 from ..values.generators import GeneratorValue
 from .frame import SymbolicFrame
 from .real_iterators import RANGE_ITERATOR, wrap_range_iterator
-
-if TYPE_CHECKING:
-    from .builder import WrappingSession
+from .wrapping_session import WrappingSession
 
 __all__ = ["wrap_repositionable_generator"]
 

@@ -11,16 +11,14 @@ with the same numbers still to come.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sapwood_graph import GuardKind, ItemSource, Source
 
 from ..guards.sources import ReduceSource
 from ..values.base import Value
 from ..values.real_iterators import RealRangeIteratorValue
-
-if TYPE_CHECKING:
-    from .builder import WrappingSession
+from .wrapping_session import WrappingSession
 
 __all__ = ["RANGE_ITERATOR", "wrap_range_iterator"]
 
