@@ -303,11 +303,18 @@ def _sequence_op(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
     if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
         if a.is_constant() and b.is_constant():
             return _fold(fn, a, b)
-        builtin = (TupleValue, ListValue, ConstantValue)
-        mixed = type(a) is not type(b) and isinstance(a, builtin) and isinstance(b, builtin)
-        if fn in (operator.eq, operator.ne) and mixed:
+        # a list or tuple against another builtin type: both sides' __eq__ give
+        # NotImplemented, so identity decides (two objects: unequal)
+        ta, tb = a.python_type(), b.python_type()
+        mixed = ta is not tb and ta in _PLAIN_EQ and tb in _PLAIN_EQ
+        if fn in (operator.eq, operator.ne) and mixed and (ta in _SEQS or tb in _SEQS):
             return ConstantValue(fn is operator.ne)
     return None
+
+
+_SEQS = (list, tuple)
+#: builtin types whose ``==`` with a list or tuple is NotImplemented (no subclasses)
+_PLAIN_EQ = (list, tuple, int, float, complex, str, bytes, bool, type(None))
 
 
 def _fold_set(tx: Context, fn: Any, a: SetValue, b: SetValue) -> Value:
@@ -466,11 +473,13 @@ def _containers_equal(tx: Context, a: Value, b: Value) -> bool | None:
     kind = a.python_type()
     if kind is not b.python_type():
         return None
-    if kind in (list, tuple) and isinstance(a, (ListValue, TupleValue)):
-        assert isinstance(b, (ListValue, TupleValue))
-        if len(a.items) != len(b.items):
+    if kind in (list, tuple):
+        items_a, items_b = _sequence_items(a), _sequence_items(b)
+        if items_a is None or items_b is None:
+            return None
+        if len(items_a) != len(items_b):
             return False
-        return all(_items_equal(tx, x, y) for x, y in zip(a.items, b.items))
+        return all(_items_equal(tx, x, y) for x, y in zip(items_a, items_b))
     if kind is dict and isinstance(a, DictValue) and isinstance(b, DictValue):
         if len(a.entries) != len(b.entries):
             return False
@@ -479,6 +488,15 @@ def _containers_equal(tx: Context, a: Value, b: Value) -> bool | None:
             if other is None or not _items_equal(tx, value, other[1]):
                 return False
         return True
+    return None
+
+
+def _sequence_items(v: Value) -> list[Value] | None:
+    """The items of a list or tuple value, or of a constant one (None for anything else)."""
+    if isinstance(v, (ListValue, TupleValue)):
+        return list(v.items)
+    if isinstance(v, ConstantValue) and type(v.as_constant()) in _SEQS:
+        return [ConstantValue(item) for item in v.as_constant()]
     return None
 
 
