@@ -18,7 +18,7 @@ from sapwood_graph import AttrSource, ItemSource, Source
 
 from ..errors import Unsupported
 from ..guards.sources import ContainsSource, HeldObjectSource
-from .base import BuiltinValue, Context, Value
+from .base import BuiltinValue, ConstantValue, Context, Value
 from .functions import BoundMethodValue
 from .random_generators import is_generator_primitive
 
@@ -32,6 +32,7 @@ __all__ = [
     "is_slot_name",
     "lookup_mro",
     "plain_instance_dict",
+    "python_getattr_hook",
 ]
 
 
@@ -146,3 +147,14 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
             return BoundMethodValue(BuiltinValue(raw), receiver)  # (``rng.random``)
         raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
     return tx.wrap(raw, source)
+
+
+def python_getattr_hook(tx: Context, cls: type, receiver: Value, name: str) -> Value | None:
+    """``receiver.__getattr__(name)`` inlined, where ``cls`` defines ``__getattr__`` in Python
+    (its AttributeError is "missing", as for any attribute); None where it does not."""
+    _, hook = lookup_mro(cls, "__getattr__")
+    if not isinstance(hook, types.FunctionType):
+        return None
+    method = class_attribute(tx, cls, "__getattr__", receiver)
+    assert method is not None
+    return tx.call(method, [ConstantValue(name)], {})

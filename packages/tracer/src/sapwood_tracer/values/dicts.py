@@ -19,7 +19,7 @@ from sapwood_graph import AttrSource
 
 from ..errors import TracedException, Unsupported
 from ..guards.sources import ContainsSource
-from .attributes import class_attribute, is_data_descriptor, lookup_mro
+from .attributes import class_attribute, is_data_descriptor, lookup_mro, python_getattr_hook
 from .base import (
     BoundBuiltinMethod,
     ConstantValue,
@@ -192,11 +192,9 @@ class DictValue(Value):
                 raise Unsupported(f"the special attribute OrderedDict.{name}")
             return special_method(self, dict, name)
         if subclass:
-            _, hook = lookup_mro(self.cls, "__getattr__")
-            if isinstance(hook, types.FunctionType):  # inlined; its AttributeError is "missing"
-                method = class_attribute(tx, self.cls, "__getattr__", self)
-                assert method is not None
-                return tx.call(method, [ConstantValue(name)], {})
+            hooked = python_getattr_hook(tx, self.cls, self, name)
+            if hooked is not None:
+                return hooked
         raise attribute_missing(self.describe(), name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:

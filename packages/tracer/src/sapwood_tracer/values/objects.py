@@ -36,6 +36,7 @@ from .attributes import (
     is_slot_name,
     lookup_mro,
     plain_instance_dict,
+    python_getattr_hook,
 )
 from .base import (
     BuiltinValue,
@@ -329,11 +330,9 @@ class NewObjectValue(_UserProtocols):
             return cached_property_get(tx, raw, class_dict_source(klass, name), self)
         if klass is not None:
             return _call_or_fail(class_attribute(tx, self.cls, name, self), name)
-        _, hook = lookup_mro(self.cls, "__getattr__")
-        if isinstance(hook, types.FunctionType):  # inlined; its AttributeError is "missing"
-            method = class_attribute(tx, self.cls, "__getattr__", self)
-            assert method is not None
-            return tx.call(method, [ConstantValue(name)], {})
+        hooked = python_getattr_hook(tx, self.cls, self, name)
+        if hooked is not None:
+            return hooked
         raise attribute_missing(self.describe(), name)
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
