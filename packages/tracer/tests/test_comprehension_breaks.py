@@ -17,13 +17,6 @@ def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     return gm.forward
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 def _list_filtered(a, b, c):
     return [t for t in (a, b, c) if t.sum() > 0]  # a data-dependent branch: a break
 

@@ -21,13 +21,6 @@ def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     return gm.forward
 
 
-@pytest.fixture(autouse=True)
-def _fresh() -> Any:
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 def _same_as_eager(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` compiled whole gives what eager gives; inputs end alike (deep copies are
     given to each run)."""

@@ -24,13 +24,6 @@ def _compile(fn):
     return sapwood_tracer.compile(fn, backend=_eager)
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 def _breaks(fn, *args):
     """The graph breaks of a compiled run, and the functions that ran eagerly as a whole."""
     report = sapwood_tracer.explain(fn, backend=_eager)(*args)

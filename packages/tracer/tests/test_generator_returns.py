@@ -4,16 +4,7 @@ evaluates to it. Each case is compared with the uncompiled function, with no gra
 
 from __future__ import annotations
 
-import pytest
-
 import sapwood_tracer
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
 
 
 def _eager(gm, example_inputs):

@@ -28,13 +28,6 @@ def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
     return gm.forward
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 def _differential(
     fn: Callable[..., Any], make: Callable[[bool], tuple[Any, ...]], order: Sequence[bool]
 ) -> None:

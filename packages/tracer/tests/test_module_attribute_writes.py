@@ -24,14 +24,12 @@ def _compiled(fn: Any) -> Any:
 
 @pytest.fixture(autouse=True)
 def _fresh():
-    sapwood_tracer.reset()
     hook = sys.breakpointhook
     yield
     sys.breakpointhook = hook
     for name in ("sapwood_test_spam",):
         if hasattr(sys, name):
             delattr(sys, name)
-    sapwood_tracer.reset()
 
 
 def test_a_sys_attribute_written_is_read_back_and_replayed():

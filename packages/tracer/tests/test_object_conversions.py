@@ -23,10 +23,8 @@ def _eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
 
 @pytest.fixture(autouse=True)
 def _fresh() -> Any:
-    sapwood_tracer.reset()
     calls.clear()
     yield
-    sapwood_tracer.reset()
 
 
 def _caught(call: Any) -> tuple[str, str]:

@@ -25,11 +25,9 @@ def _compiled(fn: Any) -> Any:
 
 @pytest.fixture(autouse=True)
 def _fresh():
-    sapwood_tracer.reset()
     state = random.getstate()
     yield
     random.setstate(state)
-    sapwood_tracer.reset()
 
 
 def _seeded_draws(xs: list[int]) -> list[Any]:

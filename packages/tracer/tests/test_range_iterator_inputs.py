@@ -19,13 +19,6 @@ def _compiled(fn: Any) -> Any:
     return sapwood_tracer.compile(fn, backend=_eager)
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 def _take(it: Any) -> Any:
     return next(it), next(it, "none"), next(it, "none")
 

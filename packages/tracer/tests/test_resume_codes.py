@@ -20,13 +20,6 @@ def _compiled(fn: Any) -> Any:
     return sapwood_tracer.compile(fn, backend=_eager)
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 def _captured_exits(fn: Any, *args: Any) -> tuple[Any, list[Any]]:
     exits: list[Any] = []
 

@@ -22,13 +22,6 @@ def _compiled(fn: Any) -> Any:
     return sapwood_tracer.compile(fn, backend=_eager)
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
-
-
 keys = st.one_of(st.integers(-40, 40), st.sampled_from(["a", "b", "spam", "", "zz"]))
 key_lists = st.lists(keys, max_size=12)
 operations = st.lists(

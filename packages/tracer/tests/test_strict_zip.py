@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,13 +18,6 @@ def _eager(gm: Any, example_inputs: list[Any]) -> Any:
 
 def _compiled(fn: Any) -> Any:
     return sapwood_tracer.compile(fn, backend=_eager)
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
 
 
 def _zip_all(sizes: list[int]) -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,13 +19,6 @@ def _eager(gm: Any, example_inputs: list[Any]) -> Any:
 
 def _compiled(fn: Any) -> Any:
     return sapwood_tracer.compile(fn, backend=_eager)
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    sapwood_tracer.reset()
-    yield
-    sapwood_tracer.reset()
 
 
 def test_a_sum_of_constant_floats_is_pythons():
