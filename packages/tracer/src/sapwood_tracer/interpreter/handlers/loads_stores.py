@@ -15,6 +15,8 @@ The tracer always loads a method as its bound attribute (the ``NULL`` form), so 
 from __future__ import annotations
 
 import builtins
+import sys
+from typing import Any
 
 from sapwood_graph import GlobalSource, ItemSource, Source
 
@@ -311,18 +313,39 @@ def delete_attr(frame: SymbolicFrame, inst: Instruction) -> None:
 def import_name(frame: SymbolicFrame, inst: Instruction) -> None:
     fromlist = frame.pop().as_constant()
     level = frame.pop().as_constant()
-    if level != 0:
-        raise Unsupported("a relative import inside the compiled function")
-    import importlib
-    import sys
-
     name = inst.argval
+    if level:
+        name = _absolute_module_name(frame.f_globals, name, level)
     if name not in sys.modules:
         raise Unsupported(f"importing {name!r} for the first time inside the compiled function")
-    module = importlib.import_module(name)
+    module = sys.modules[name]
+    for item in fromlist or ():
+        # ``from pkg import sub`` imports a submodule that is not yet an attribute: only a
+        # module already imported (and so already an attribute) is a plain lookup
+        if item != "*" and not hasattr(module, item) and f"{name}.{item}" not in sys.modules:
+            raise Unsupported(f"'from {name} import {item}' imports a module for the first time")
     if not fromlist:
         module = sys.modules[name.partition(".")[0]]
     frame.push(frame.tx.wrap_trusted(module))
+
+
+def _absolute_module_name(f_globals: dict[str, Any], name: str, level: int) -> str:
+    """The module a relative import names, resolved the way ``__import__`` does."""
+    package = f_globals.get("__package__")
+    spec = f_globals.get("__spec__")
+    if package is None:
+        if spec is not None:
+            package = spec.parent
+        else:
+            module_name = f_globals.get("__name__", "")
+            package = module_name if "__path__" in f_globals else module_name.rpartition(".")[0]
+    if not isinstance(package, str) or not package:
+        raise Unsupported("a relative import in a function that belongs to no package")
+    parts = package.rsplit(".", level - 1)
+    if len(parts) < level:
+        raise Unsupported("a relative import beyond the top-level package")
+    base = parts[0]
+    return f"{base}.{name}" if name else base
 
 
 @opcode("IMPORT_FROM")
