@@ -49,7 +49,7 @@ from ..values.modules import ModuleValue
 from ..values.tensors import TensorMethodValue
 from .layout import TorchContext, passable, resume_layout, torch_context
 from .liveness import live_locals
-from .resume import resume_code, resume_info
+from .resume import resume_code, resume_info, super_self
 
 if TYPE_CHECKING:
     from ..interpreter.frame import SymbolicFrame
@@ -212,12 +212,26 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         start = original_index(target)
         live = live_locals(original, start)
         names, values = local_names, locals_values
+        instance = super_self(original)
         if live is not None:
-            kept = [i for i, name in enumerate(local_names) if name in live]
+            kept = [i for i, name in enumerate(local_names) if name in live or name == instance]
             names = tuple(local_names[i] for i in kept)
             values = [locals_values[i] for i in kept]
+        if instance is not None:
+            if instance not in names:  # a cell, or unbound: no first local to hand super()
+                raise Unsupported(
+                    f"a graph break in {original.co_qualname}, which calls super() and "
+                    f"whose {instance!r} is not a plain local there"
+                )
+            first = names.index(instance)
+            names = (names[first], *names[:first], *names[first + 1 :])
+            values = [values[first], *values[:first], *values[first + 1 :]]
         layout, passed, plain_locals = resume_layout(items, names, values, cell_names, held=held)
-        values = [*passed, *plain_locals, *cell_values]
+        if instance is not None:
+            if not plain_locals or layout.local_names[0] != instance:
+                raise Unsupported(f"a graph break in {original.co_qualname}, which calls super()")
+            layout = dataclasses.replace(layout, leading=True)
+        values = layout.arguments(passed, plain_locals, cell_values)
         if raises:
             layout = dataclasses.replace(layout, raises=True)
             return Continuation(

@@ -41,7 +41,14 @@ from bytecode import Bytecode, CellVar, CompilerFlags, FreeVar, Instr, Label
 from ..errors import Unsupported
 from .reachable import drop_unreachable
 
-__all__ = ["ResumeInfo", "ResumeLayout", "StackSlot", "resume_code", "resume_info"]
+__all__ = [
+    "ResumeInfo",
+    "ResumeLayout",
+    "StackSlot",
+    "resume_code",
+    "resume_info",
+    "super_self",
+]
 
 _PY311 = sys.version_info[:2] == (3, 11)
 #: 3.13 puts the NULL of a call sequence above the callable (3.11/3.12: below it)
@@ -82,6 +89,16 @@ class ResumeLayout:
     #: locals holding iterators of their own, made by the prologue: ``(name, recipe)``, a
     #: nested ``("call", fn, parts)`` whose ``("value",)`` parts are passed as arguments
     local_iterators: tuple[tuple[str, Any], ...] = ()
+    #: the first of ``local_names`` is the function's first parameter (before the stack
+    #: slots): zero-argument ``super()`` reads the frame's first local (see :func:`super_self`)
+    leading: bool = False
+
+    def arguments(self, passed: list[Any], plain_locals: list[Any], cells: list[Any]) -> list[Any]:
+        """The resume function's arguments in parameter order, from the values passed for
+        the stack (and remade iterators), the plain locals and the cells."""
+        if self.leading:
+            return [plain_locals[0], *passed, *plain_locals[1:], *cells]
+        return [*passed, *plain_locals, *cells]
 
     def parameter_count(self) -> int:
         passed = sum(slot.passed for slot in self.stack)
@@ -138,6 +155,17 @@ def _items_of(original: types.CodeType) -> list[Any]:
     # instructions are changed in place later (cell relabelling): copies; labels and try
     # markers are only compared by identity, within one copy
     return [item.copy() if isinstance(item, Instr) else item for item in parsed]
+
+
+def super_self(original: types.CodeType) -> str | None:
+    """The parameter zero-argument ``super()`` takes as its instance in ``original`` (its
+    first), when the code may call it: a resume function must then keep that local alive
+    and first, since ``super()`` finds the instance as the frame's first local (3.11 reads no
+    local for it at all, so liveness alone would drop it)."""
+    calls_super = "__class__" in original.co_freevars and "super" in original.co_names
+    if calls_super and original.co_argcount + original.co_kwonlyargcount > 0:
+        return original.co_varnames[0]
+    return None
 
 
 def resume_info(code: types.CodeType) -> ResumeInfo | None:
@@ -250,7 +278,11 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
     out.freevars = list(original.co_freevars)
     out.cellvars = list(original.co_cellvars)
     stack_names = [f"stack {i}" for i in range(passed)]
-    out.argnames = [*stack_names, *layout.local_names, *layout.cell_names]
+    if layout.leading:
+        first, *rest = layout.local_names
+        out.argnames = [first, *stack_names, *rest, *layout.cell_names]
+    else:
+        out.argnames = [*stack_names, *layout.local_names, *layout.cell_names]
     if layout.raises:
         out.argnames.append(_EXCEPTION)
     out.argcount = len(out.argnames)
