@@ -279,3 +279,11 @@ def test_key_added_before_a_set_field_of_an_output_made_in_the_trace(check):
         return list(o.keys()), o[0], o.to_tuple()
 
     check(f, (torch.ones(3),))
+
+
+def test_a_field_the_trace_cannot_hold_leaves_the_others_readable(check):
+    import threading
+
+    out = _classified(logits=torch.ones(2), attentions=threading.Lock())
+    check(lambda o: o.logits * 2, (out,))
+    _one_graph(lambda o: o.logits * 2, out)

@@ -202,8 +202,11 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return NamedTupleValue(cls, items, source)
     if is_model_output_class(cls):
         keys = stored_keys(obj)
-        if keys is not None:  # (else an object: its methods are inlined)
-            return _model_output(tx, obj, source, keys)
+        try:
+            if keys is not None:  # (else an object: its methods are inlined)
+                return _model_output(tx, obj, source, keys)
+        except Unsupported:  # a field the trace cannot hold: an object, its fields read lazily
+            pass
     if cls in (dict, collections.OrderedDict) or _plain_dict_subclass(cls):
         keys = tuple(obj.keys())
         if not all(is_constant_type(k) or _lasting_class(k) for k in keys):
