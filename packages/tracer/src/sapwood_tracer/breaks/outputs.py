@@ -422,7 +422,8 @@ def _emit_value(
     if isinstance(value, ModuleValue) and isinstance(value.source, HeldObjectSource):
         raise Unsupported(f"returning {value.describe()} built during the trace")
     if isinstance(value, (ModuleValue, ObjectValue)) or (
-        isinstance(value, (UserFunctionValue, PartialValue)) and value.source is not None
+        isinstance(value, (UserFunctionValue, PartialValue, OrderedDataclassValue))
+        and value.source is not None  # (a ModelOutput passed in: itself, writes replayed)
     ):
         assert value.source is not None
         return em.source(value.source, indent)

@@ -11,6 +11,8 @@ tensor                       TENSOR_MATCH (type, dtype, device, shape, strides,
 int/float/bool/str/None/...  TYPE_MATCH and CONSTANT_MATCH
 tuple/list                   TYPE_MATCH and len; each item through ItemSource
 dict                         TYPE_MATCH and the keys in order; values by key
+ModelOutput                  TYPE_MATCH, the keys (entries agreeing with the
+                             attributes); each field through its attribute
 nn.Module                    TYPE_MATCH: guarded by structure, not identity (below)
 function, class, module,     ID_MATCH (the cache entry keeps the object alive)
 builtin
@@ -57,6 +59,7 @@ from ..guards.sources import (
     HeldObjectSource,
     KeysSource,
     LenSource,
+    ReaderSource,
     ViewedDictSource,
     dict_of_view,
 )
@@ -80,6 +83,7 @@ from ..values.objects import (
     ObjectValue,
     PyModuleValue,
 )
+from ..values.ordered_dataclasses import OrderedDataclassValue, is_model_output_class, stored_keys
 from ..values.partials import PartialValue, c_partial_base
 from ..values.random_generators import is_generator_primitive
 from ..values.runtime_objects import EnvironValue, WeakRefValue
@@ -131,6 +135,7 @@ SHARED_VALUES = (
     LiveIteratorValue,
     PartialValue,
     GeneratorValue,
+    OrderedDataclassValue,
 )
 
 #: Kinds of values whose identity the trace does not take from the object they were made of:
@@ -195,6 +200,13 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         _type_match(tx, source, obj)
         items = [wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(obj)]
         return NamedTupleValue(cls, items, source)
+    if is_model_output_class(cls):
+        keys = stored_keys(obj)
+        try:
+            if keys is not None:  # (else an object: its methods are inlined)
+                return _model_output(tx, obj, source, keys)
+        except Unsupported:  # a field the trace cannot hold: an object, its fields read lazily
+            pass
     if cls in (dict, collections.OrderedDict) or _plain_dict_subclass(cls):
         keys = tuple(obj.keys())
         if not all(is_constant_type(k) or _lasting_class(k) for k in keys):
@@ -304,6 +316,20 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         _type_match(tx, source, obj)
         return ObjectValue(obj, source)
     raise Unsupported(f"an input of type {cls.__qualname__}")
+
+
+def _model_output(
+    tx: WrappingSession, obj: Any, source: Source, keys: tuple[str, ...]
+) -> OrderedDataclassValue:
+    """A ``ModelOutput`` input: its keys guarded through :func:`stored_keys` (the entries
+    are the attributes that are not None, in field order), so each field is read, and
+    guarded, through its attribute alone."""
+    _type_match(tx, source, obj)
+    tx.guard(GuardKind.CONSTANT_MATCH, ReaderSource(source, stored_keys), keys)
+    names = [f.name for f in dataclasses.fields(obj)]
+    attrs = vars(obj)
+    fields = {n: wrap(tx, attrs[n], AttrSource(source, n)) for n in names}
+    return OrderedDataclassValue(type(obj), fields, source, obj)
 
 
 def _is_live_iterator(obj: Any) -> bool:

@@ -5,23 +5,99 @@ Such a class behaves like a dataclass (fields as attributes, ``None`` by default
 slice indexing go through ``to_tuple()``. The value models exactly that; the real class is
 only called when the result is rebuilt after the graph ran (with the same keyword
 arguments, so its own ``__post_init__`` sees what eager code would have passed).
+
+An instance passed in (a source, ``obj``) is modelled only where the model is exact: its class
+is ``ModelOutput``'s kind (:func:`is_model_output_class`: every method the model stands for is
+``ModelOutput``'s or ``OrderedDict``'s), and the object's dict entries agree with its
+attributes (:func:`stored_keys`, guarded). Assignments to it are attribute writes replayed on
+the real object after the graph (``ModelOutput.__setattr__`` stores the entry too).
+
+Invariant: the dict's keys are the set fields in field order. A key added where Python would
+append it after a later set field, an entry set to ``None`` (a key whose value is ``None``),
+and the old cache names that ``ModelOutput`` renames are refused, never guessed.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import Any
 
 from ..errors import TracedException, Unsupported
 from .attributes import class_attribute
 from .base import BoundBuiltinMethod, ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, TupleValue
 
-__all__ = ["OrderedDataclassValue", "is_ordered_dataclass"]
+__all__ = [
+    "OrderedDataclassValue",
+    "is_model_output_class",
+    "is_ordered_dataclass",
+    "stored_keys",
+]
 
 
 def is_ordered_dataclass(cls: type) -> bool:
     return dataclasses.is_dataclass(cls) and issubclass(cls, collections.OrderedDict)
+
+
+#: keys that ``ModelOutput`` renames to ``"cache"`` (with a deprecation warning)
+_OLD_CACHE_NAMES = ("past_key_values", "cache_params")
+
+#: the methods the value stands for, and whose they must be: ``ModelOutput``'s own ...
+_OWN_METHODS = ("__getitem__", "__setitem__", "__setattr__", "__delitem__", "__contains__", "get")
+#: ... or the ones it inherits (OrderedDict's storage and order, object's attribute lookup)
+_INHERITED = ("keys", "values", "items", "__iter__", "__len__", "__reversed__", "__getattribute__")
+
+
+def is_model_output_class(cls: type) -> bool:
+    """Whether instances of ``cls`` behave as the value models them: a dataclass whose base
+    defining ``to_tuple`` is Hugging Face's ``ModelOutput`` (an ``OrderedDict`` subclass),
+    and nothing in between overrides a method the value stands for or adds ``__getattr__``
+    or ``__bool__``."""
+    if not is_ordered_dataclass(cls):
+        return False
+    base = next((k for k in cls.__mro__ if "to_tuple" in vars(k)), None)
+    if (
+        base is None
+        or base.__name__ != "ModelOutput"
+        or not base.__module__.startswith("transformers.")
+        or base.__bases__ != (collections.OrderedDict,)
+        or hasattr(cls, "__getattr__")
+        or hasattr(cls, "__bool__")
+    ):
+        return False
+    if any(getattr(cls, m) is not getattr(base, m) for m in ("to_tuple", *_OWN_METHODS)):
+        return False
+    if any(getattr(cls, m) is not getattr(collections.OrderedDict, m) for m in _INHERITED):
+        return False
+    names = [f.name for f in dataclasses.fields(cls)]
+    return bool(names) and not (
+        hasattr(base, "_replace_old_cache_name") and set(names) & set(_OLD_CACHE_NAMES)
+    )
+
+
+def stored_keys(obj: Any) -> tuple[str, ...] | None:
+    """The keys of ``obj`` (of a :func:`is_model_output_class` class) where its storage agrees
+    with its attributes, else ``None``: the instance dict holds the fields and nothing else,
+    and the dict's entries, in order, are the fields whose attribute is not ``None``, each
+    holding the attribute's very object (``dict.__setitem__`` behind the class's back, or a
+    set field assigned ``None``, breaks that). A pure function of the object, read without
+    running its class's code; a guard reads it on every call."""
+    names = [f.name for f in dataclasses.fields(type(obj))]
+    attrs = object.__getattribute__(obj, "__dict__")
+    if len(attrs) != len(names) or not all(n in attrs for n in names):
+        return None
+    expected = [(n, attrs[n]) for n in names if attrs[n] is not None]
+    try:
+        stored = list(collections.OrderedDict.items(obj))
+    except RuntimeError:  # (the order and the dict disagree on the size)
+        return None
+    if len(stored) != len(expected) or dict.__len__(obj) != len(expected):
+        return None
+    for (k, v), (n, a) in zip(stored, expected):
+        if type(k) is not str or k != n or v is not a:
+            return None
+    return tuple(n for n, _ in expected)
 
 
 def _is_none(v: Value) -> bool:
@@ -29,14 +105,18 @@ def _is_none(v: Value) -> bool:
 
 
 class OrderedDataclassValue(Value):
-    """An instance made during the trace; ``fields`` maps every field name to its value."""
+    """An instance made during the trace, or one from the inputs (``source`` and ``obj``, the
+    real object); ``fields`` maps every field name to its value."""
 
-    __slots__ = ("cls", "fields")
+    __slots__ = ("cls", "fields", "obj")
 
-    def __init__(self, cls: type, fields: dict[str, Value]) -> None:
-        super().__init__(None)
+    def __init__(
+        self, cls: type, fields: dict[str, Value], source: Any = None, obj: Any = None
+    ) -> None:
+        super().__init__(source)
         self.cls = cls
         self.fields = fields
+        self.obj = obj
 
     @classmethod
     def construct(
@@ -99,12 +179,18 @@ class OrderedDataclassValue(Value):
         if name == "items":
             return ListValue([TupleValue([ConstantValue(k), v]) for k, v in items])
         if name == "get":
-            key = args[0].as_constant()
+            key = self._key(args[0])
             return dict(items).get(key, args[1] if len(args) > 1 else ConstantValue(None))
         raise Unsupported(f"{self.cls.__qualname__}.{name}")
 
-    def getitem(self, tx: Context, key: Value) -> Value:
+    def _key(self, key: Value) -> Any:
         k = key.as_constant()
+        if k in _OLD_CACHE_NAMES and hasattr(self.cls, "_replace_old_cache_name"):
+            raise Unsupported(f"the old cache name {k!r} as a key of {self.describe()}")
+        return k
+
+    def getitem(self, tx: Context, key: Value) -> Value:
+        k = self._key(key)
         items = self.items()
         if isinstance(k, str):
             found = dict(items).get(k)
@@ -117,13 +203,32 @@ class OrderedDataclassValue(Value):
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         if name not in self.fields:
             raise Unsupported(f"setting the non-field attribute {name!r} of {self.describe()}")
-        if _is_none(value) and not _is_none(self.fields[name]):
-            # ModelOutput keeps the old dict entry when a set field is assigned None
-            raise Unsupported(f"assigning None to the set field {name!r} of {self.describe()}")
+        if _is_none(value):
+            if not _is_none(self.fields[name]):
+                # ModelOutput keeps the old dict entry when a set field is assigned None
+                raise Unsupported(f"assigning None to the set field {name!r} of {self.describe()}")
+            return  # (None over None: nothing changes)
+        if _is_none(self.fields[name]):
+            names = list(self.fields)
+            later = [n for n in names[names.index(name) + 1 :] if not _is_none(self.fields[n])]
+            if later:
+                # the new key goes last in Python's dict, after the later field's
+                raise Unsupported(
+                    f"setting the field {name!r} of {self.describe()} while the later field "
+                    f"{later[0]!r} is set (the dict's order would no longer be the fields')"
+                )
+        if self.source is not None:
+            # from the inputs: replayed after the graph as ``setattr``, which for a value that
+            # is not None stores the dict entry too, as ``__setitem__`` does
+            tx.record_attr_write(self, name, value)
         self.fields[name] = value
 
     def setitem(self, tx: Context, key: Value, value: Value) -> None:
-        self.setattr(tx, key.as_constant(), value)
+        k = self._key(key)
+        if not isinstance(k, str) or _is_none(value):
+            # (None is stored as an entry by __setitem__, unlike by __setattr__)
+            raise Unsupported(f"{self.describe()}[{k!r}] = {value.describe()}")
+        self.setattr(tx, k, value)
 
     def unpack(self, tx: Context) -> list[Value]:
         return [ConstantValue(k) for k, _ in self.items()]
@@ -135,7 +240,7 @@ class OrderedDataclassValue(Value):
         return bool(self.items())
 
     def contains(self, tx: Context, item: Value) -> bool:
-        return item.as_constant() in dict(self.items())
+        return self._key(item) in dict(self.items())
 
     def rebuild_kwargs(self) -> dict[str, Value]:
         return dict(self.items())
