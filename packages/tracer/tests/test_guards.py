@@ -380,7 +380,8 @@ def test_any_sequence_of_input_changes_keeps_results_equal_to_eager():
 
 
 @pytest.mark.parametrize(
-    "first,second", [(0.0, -0.0), (float("nan"), float("nan")), ((1, 0.0), (1, -0.0))]
+    "first,second",
+    [(0.0, -0.0), (-0.0, 0.0), (float("nan"), float("nan")), ((1, 0.0), (1, -0.0))],
 )
 def test_float_guards_tell_signed_zeros_apart_and_accept_nan(backend, first, second):
     import math
@@ -393,6 +394,24 @@ def test_float_guards_tell_signed_zeros_apart_and_accept_nan(backend, first, sec
     assert compiled(X, second)[1] == str(second)
     expected = 1 if isinstance(first, float) and math.isnan(first) else 2
     assert backend.count == expected
+
+
+def test_zero_attribute_of_a_module_is_guarded_by_sign_and_type(backend):
+    # a dropout-like ``p = 0.0`` read through the module: -0.0 and 0 are other constants
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = 0.0
+
+        def forward(self, x):
+            return x * 2, str(self.p)
+
+    m = Scale()
+    compiled = sapwood_tracer.compile(m, backend=backend)
+    for p, count in ((0.0, 1), (0.0, 1), (-0.0, 2), (0, 3), (0.0, 3)):
+        m.p = p
+        assert compiled(X)[1] == str(p)
+        assert backend.count == count
 
 
 def test_instance_attribute_shadowing_a_class_attribute_is_seen(backend, same):

@@ -33,6 +33,7 @@ descriptor is not replaced after compiling.
 
 from __future__ import annotations
 
+import math
 import types
 from typing import Any
 
@@ -436,6 +437,14 @@ def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int) -> str:
         if type(expected) is float and expected == expected and expected != 0.0:
             # exact for every float but zeros (signed) and nan: those compare bit-wise below
             return f"type({value}) is not {em.const(float)} or {value} != {em.const(expected)}"
+        if type(expected) is float and expected == 0.0:
+            # a zero (a dropout's p): equal, and of the expected sign, without a call to
+            # ``_same_constant`` per check
+            sign = em.const(math.copysign(1.0, expected))
+            return (
+                f"type({value}) is not {em.const(float)} or {value} != 0.0 or "
+                f"{em.const(math.copysign)}(1.0, {value}) != {sign}"
+            )
         if _has_float(expected):
             return f"not _same_constant({value}, {em.const(expected)})"
         if index in plan.exact:
