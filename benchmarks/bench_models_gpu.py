@@ -69,8 +69,11 @@ the eager model with ``assert_close`` (bf16: rtol 5e-2, atol 5e-2 times the larg
 magnitude of the expected output; fp32: 2e-3) after the first call and again after the warm
 calls (in reduce-overhead, a replay); for training, the first call's loss and gradients
 (bf16 gradients of a deep network differ element by element between any two orders of
-rounding, so there all gradients together: relative L2 error ≤ 0.1, its value shown) and a
-later step's loss. A mismatch is printed in the ``check`` column, and the column is still
+rounding, so there all gradients together, against an fp32 copy of the model on the same
+weights and inputs: the relative L2 error of the compiled gradients must be ≤ 0.1, or at
+most 1.5 times that of eager bf16's own, both shown -- with BatchNorm in training the bf16
+gradients of a network at initialisation are far from fp32's for eager too) and a later
+step's loss. A mismatch is printed in the ``check`` column, and the column is still
 timed. A column that fails is reported with its error without stopping the others. For the
 sapwood reduce-overhead columns the tree's functions are printed (warm-ups, recordings,
 replays, fallbacks, why one runs eagerly), to show whether graphs replayed.
@@ -485,6 +488,13 @@ def _assert_close(got: Any, expected: Any, tolerance: float, what: str) -> None:
     )
 
 
+def _relative_l2(got: list[torch.Tensor], expected: list[torch.Tensor]) -> float:
+    """``|got - expected| / |expected|`` over all the tensors together, in fp32."""
+    a = torch.cat([g.float().flatten() for g in got])
+    b = torch.cat([g.float().flatten() for g in expected])
+    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+
+
 def _short(error: BaseException) -> str:
     lines = [line for line in str(error).splitlines() if line.strip()]
     return f"{type(error).__name__}: {' / '.join(lines[:3])}"[:300]
@@ -573,6 +583,14 @@ class TrainingColumn(Column):
         # on the host, so that the memory baseline does not hold a copy of the gradients
         self.expected_grads = [p.grad.detach().to("cpu", copy=True) for p in model.parameters()]
         self.opt.zero_grad(set_to_none=True)
+        self.fp32_grads: list[torch.Tensor] | None = None
+        if self.built.dtype == torch.bfloat16:
+            # the same weights and inputs in fp32: what bf16 gradients are measured against
+            wide = copy.deepcopy(model).float()
+            wide_inputs = [x.float() if x.is_floating_point() else x for x in inputs]
+            wide(*wide_inputs).backward()
+            self.fp32_grads = [p.grad.detach().to("cpu") for p in wide.parameters()]
+            del wide, wide_inputs
         self.compiled = self.compile_model(model)
 
     def first_call(self) -> None:
@@ -590,19 +608,23 @@ class TrainingColumn(Column):
                 return
             # bf16 gradients of a deep network differ element by element between any two
             # orders of rounding (fused or not), most in the first layers: compare all of
-            # them together, by the relative L2 norm of the difference
-            got = torch.cat([g.float().flatten() for g in grads])
-            expected = torch.cat([g.float().flatten() for g in self.expected_grads])
-            error = float((got - expected).norm() / expected.norm().clamp_min(1e-12))
-            self.notes.append(f"grads rel. L2 error {error:.3f}")
-            assert error <= self.built.grad_tolerance, (
-                f"gradients: relative L2 error {error:.3f} > {self.built.grad_tolerance}"
+            # them together, by the relative L2 norm of the difference from fp32's, beside
+            # eager bf16's own difference
+            assert self.fp32_grads is not None
+            error = _relative_l2(grads, self.fp32_grads)
+            eager_error = _relative_l2(self.expected_grads, self.fp32_grads)
+            self.notes.append(f"grads rel. L2 vs fp32 {error:.3f} (eager bf16 {eager_error:.3f})")
+            allowed = max(self.built.grad_tolerance, 1.5 * eager_error)
+            assert error <= allowed, (
+                f"gradients: relative L2 error from fp32 {error:.3f} > {allowed:.3f} "
+                f"(eager bf16: {eager_error:.3f})"
             )
 
         try:
             self._record_check("first step", compare)
         finally:
             del self.expected_grads
+            self.fp32_grads = None
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
 
