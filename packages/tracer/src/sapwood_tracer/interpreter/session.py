@@ -51,6 +51,7 @@ from ..values.generators import GeneratorValue
 from ..values.identity import same_input_object
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
+from ..values.typing_forms import hint_subscription
 from . import budget as _budget
 from . import builder
 from .frame import FrameSuspend, SymbolicFrame, format_user_stack
@@ -259,6 +260,10 @@ class TraceSession:
             raise python_error(AttributeError, _no_attribute(obj, name)) from exc
 
     def getitem(self, container: Value, key: Value) -> Value:
+        if type(container) is ObjectValue:  # ``List[Tensor]``: a type hint, made now
+            hint = hint_subscription(self, container, container.obj, key)
+            if hint is not None:
+                return hint
         return container.getitem(self, key)
 
     def iterate(self, value: Value) -> Value:
