@@ -1,3 +1,4 @@
+# ruff: noqa: UP006, UP007, UP035, UP045 - the typing forms are what is tested
 """Type hints built in a function body: ``torch.jit.annotate(List[torch.Tensor], [])``.
 
 typing's subscription goes through caches keyed by functions (and ``typing_extensions``
