@@ -173,6 +173,8 @@ def test_assignment_the_model_refuses_matches_eager(fn):
 
 
 def test_old_cache_name_matches_eager(check):
+    if "cache" not in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}:
+        pytest.skip("this Transformers release still names the field past_key_values")
     out = CausalLMOutputWithPast(logits=torch.ones(2), cache=(torch.zeros(1),))
     check(lambda o: ("past_key_values" in o, o["past_key_values"][0] + 1), (out,))
 
