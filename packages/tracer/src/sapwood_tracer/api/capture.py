@@ -51,6 +51,7 @@ from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
 from ..pymodel.construct import inspects_frames, makes_weak_references
 from ..values.base import Value
+from ..values.contexts import settle_loose_grad_mode
 from ..values.modules import ModuleValue
 from .cache import CacheEntry
 
@@ -192,8 +193,10 @@ def _trace_and_build(
                 exit.reason = f"a callee that breaks ({reason.construct} at {location_of(reason)})"
             else:
                 exit.location = location_of(reason)
-        if exit is None and (tx.open_contexts or tx.loose_state):
-            raise Unsupported("a context or grad-mode switch left open when the function returned")
+        if exit is None:
+            if tx.open_contexts:
+                raise Unsupported("a context left open when the function returned")
+            settle_loose_grad_mode(tx)  # (the mode it left set: replayed after the graph)
         writes = tx.side_effects.final_writes()
         collector = OutputCollector()
         if result is not None:

@@ -43,7 +43,7 @@ from ..interpreter.frame import LazyLocals
 from ..interpreter.instructions import Instruction
 from ..interpreter.registry import dispatch_table
 from ..values.base import NULL, ConstantValue, IteratorValue, Value
-from ..values.contexts import ContextExitValue
+from ..values.contexts import ContextExitValue, settle_loose_grad_mode
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.modules import ModuleValue
 from ..values.tensors import TensorMethodValue
@@ -147,8 +147,7 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
     assert inst is not None
     if frame.is_generator:
         raise Unsupported("a graph break inside a generator")
-    if tx.loose_state:
-        raise Unsupported("a graph break after torch.set_grad_enabled() outside a with block")
+    settle_loose_grad_mode(tx)  # (the mode it left set: replayed before the eager part)
     code = frame.code
     info = resume_info(code)
     original = info.original if info is not None else code

@@ -19,7 +19,13 @@ import torch
 from ..errors import Unsupported
 from .base import ConstantValue, Context, Value
 
-__all__ = ["AutocastValue", "ContextClassValue", "ContextExitValue", "GradModeValue"]
+__all__ = [
+    "AutocastValue",
+    "ContextClassValue",
+    "ContextExitValue",
+    "GradModeValue",
+    "settle_loose_grad_mode",
+]
 
 
 class GradModeValue(Value):
@@ -187,3 +193,44 @@ CONTEXT_CLASSES = (
     torch.cuda.amp.autocast,
     torch.inference_mode,
 )
+
+
+def _call_with(fn: Any, *args: Any) -> None:
+    fn(*args)
+
+
+class _GradModeState:
+    """The global grad mode a trace leaves set by ``torch.set_grad_enabled(b)`` called as a
+    function (an :class:`~sapwood_tracer.interpreter.side_effects.ObjectState`): the graph
+    ends in the mode it began with, and the entry sets the final mode for real after it."""
+
+    __slots__ = ("mode", "source")
+
+    def __init__(self, mode: bool) -> None:
+        from ..guards.sources import HeldObjectSource
+
+        setter = torch._C._set_grad_enabled
+        self.source = HeldObjectSource(id(setter), "torch._C._set_grad_enabled", setter)
+        self.mode = mode
+
+    def replay(self) -> tuple[Any, tuple[Any, ...]]:
+        return _call_with, (self.mode,)
+
+
+def settle_loose_grad_mode(tx: Context) -> None:
+    """At a graph break or a return after ``torch.set_grad_enabled(b)`` called as a function
+    (outside any ``with`` block): switch the mode back in the graph, so it ends balanced, and
+    replay the mode the program left set after the graph, as eager code leaves it set. With a
+    ``with`` block open as well, which mode is whose is not modelled: a graph break."""
+    loose = tx.loose_state
+    if not loose:
+        return
+    if tx.open_contexts:
+        raise Unsupported(
+            "torch.set_grad_enabled() called as a function while a with block is open"
+        )
+    final = loose[-1].enabled
+    for value in reversed(loose):
+        value.exit(tx)
+    loose.clear()
+    tx.side_effects.track_state(torch._C._set_grad_enabled, _GradModeState(final))
