@@ -16,7 +16,13 @@ from typing import Any
 from ..errors import Unsupported
 from ..values.base import NULL, IteratorRecipe, IteratorValue, Value
 from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.contexts import AutocastValue, ContextExitValue, GradModeValue, _AlreadyEntered
+from ..values.contexts import (
+    AutocastValue,
+    ContextExitValue,
+    GradModeValue,
+    ProfilerRangeValue,
+    _AlreadyEntered,
+)
 from ..values.functions import CellValue
 from ..values.generators import GeneratorValue
 from .resume import ResumeLayout, StackSlot
@@ -41,6 +47,8 @@ def torch_context(value: Value) -> TorchContext | None:
         return TorchContext(torch.enable_grad if value.enabled else torch.no_grad, ())
     if isinstance(value, AutocastValue):
         return TorchContext(torch.autocast, tuple(value.args))
+    if isinstance(value, ProfilerRangeValue):
+        return TorchContext(torch.autograd.profiler.record_function, tuple(value.args))
     return None
 
 

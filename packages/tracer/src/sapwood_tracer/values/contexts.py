@@ -12,6 +12,7 @@ when it fails (the session restores the grad mode and exits open autocast modes)
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ __all__ = [
     "ContextClassValue",
     "ContextExitValue",
     "GradModeValue",
+    "ProfilerRangeValue",
     "settle_loose_grad_mode",
 ]
 
@@ -73,6 +75,43 @@ class AutocastValue(Value):
 
     def exit(self, tx: Context) -> None:
         tx.graph.record_state_call(tx, torch.amp._exit_autocast, (self.mode_proxy,))
+
+
+class ProfilerRangeValue(Value):
+    """``torch.profiler.record_function(name, args)``: a named range for the profiler.
+
+    A graph runs as one call, with no Python line to put a range around, so inside a graph the
+    range records nothing (torch.compile's default too) and a warning says so once per name.
+    Around the eager part of a graph break, and in a resume function that runs eagerly, it is
+    the real range again (the break re-enters it with the same arguments)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        super().__init__(None)
+        self.args = args
+
+    def describe(self) -> str:
+        return f"profiler range {self.args[0]!r}"
+
+    def enter(self, tx: Context) -> Value:
+        name = self.args[0]
+        if name not in _RANGES_WARNED:
+            _RANGES_WARNED.add(name)
+            where = getattr(tx, "location", lambda: None)()
+            warnings.warn(
+                f"sapwood: the profiler range {name!r} (torch.profiler.record_function"
+                f"{f' at {where}' if where else ''}) is not recorded inside compiled graphs; "
+                "the code around graph breaks keeps it",
+                stacklevel=2,
+            )
+        return self
+
+    def exit(self, tx: Context) -> None:
+        return None
+
+
+_RANGES_WARNED: set[Any] = set()
 
 
 class ContextExitValue(Value):
@@ -125,6 +164,11 @@ class ContextClassValue(Value):
             return GradModeValue(False)
         if cls is torch.enable_grad:
             return GradModeValue(True)
+        if cls is torch.autograd.profiler.record_function:
+            bound = dict(zip(("name", "args"), consts), **kw)
+            if set(bound) - {"name", "args"} or not isinstance(bound.get("name"), str):
+                raise Unsupported("torch.profiler.record_function with these arguments")
+            return ProfilerRangeValue((bound["name"], bound.get("args")))
         if cls is torch.set_grad_enabled:
             mode = kw.get("mode", consts[0] if consts else None)
             if not isinstance(mode, bool):
@@ -192,6 +236,7 @@ CONTEXT_CLASSES = (
     torch.cpu.amp.autocast,
     torch.cuda.amp.autocast,
     torch.inference_mode,
+    torch.autograd.profiler.record_function,
 )
 
 
