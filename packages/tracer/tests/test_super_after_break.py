@@ -54,16 +54,22 @@ class _Grandchild(_Child):
     pass
 
 
-def test_inlined_method_calls_super_after_a_break() -> None:
-    def fn(obj: _Base, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, str]:
-        return obj.combine(a, b)
+def _combine(obj: _Base, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, str]:
+    return obj.combine(a, b)
 
+
+def _combine_alike(*objects: _Base) -> None:
+    """``obj.combine`` compiled (the method inlined, breaking inside) and eager agree."""
     a, b = torch.randn(3), torch.randn(3)
-    compiled = sapwood.compile(fn, backend=_eager_backend)
-    for obj in (_Child(), _Grandchild(), _Child()):
-        got, expected = compiled(obj, a, b), fn(obj, a, b)
+    compiled = sapwood.compile(_combine, backend=_eager_backend)
+    for obj in objects:
+        got, expected = compiled(obj, a, b), _combine(obj, a, b)
         torch.testing.assert_close(got[0], expected[0])
-        assert got[1] == expected[1]
+        assert got[1] == expected[1] == type(obj).__name__
+
+
+def test_inlined_method_calls_super_after_a_break() -> None:
+    _combine_alike(_Child(), _Grandchild(), _Child())
 
 
 class _StackAtBreak(_Base):
@@ -93,14 +99,7 @@ class _BareSuper(_Base):
 
 
 def test_bare_super_object_after_a_break() -> None:
-    def fn(obj: _Base, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, str]:
-        return obj.combine(a, b)
-
-    a, b = torch.randn(3), torch.randn(3)
-    got = sapwood.compile(fn, backend=_eager_backend)(_BareSuper(), a, b)
-    expected = fn(_BareSuper(), a, b)
-    torch.testing.assert_close(got[0], expected[0])
-    assert got[1] == expected[1]
+    _combine_alike(_BareSuper(), _BareSuper())
 
 
 class _CapturedSelf(_Base):
@@ -112,14 +111,7 @@ class _CapturedSelf(_Base):
 
 
 def test_super_with_self_in_a_cell_runs_as_eager() -> None:
-    def fn(obj: _Base, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, str]:
-        return obj.combine(a, b)
-
-    a, b = torch.randn(3), torch.randn(3)
-    got = sapwood.compile(fn, backend=_eager_backend)(_CapturedSelf(), a, b)
-    expected = fn(_CapturedSelf(), a, b)
-    torch.testing.assert_close(got[0], expected[0])
-    assert got[1] == expected[1] == "_CapturedSelf"
+    _combine_alike(_CapturedSelf(), _CapturedSelf())
 
 
 class _Looping(torch.nn.Linear):
