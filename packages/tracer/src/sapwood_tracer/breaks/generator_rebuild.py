@@ -22,7 +22,7 @@ from ..errors import Unsupported
 from ..values.base import NULL, Value
 from ..values.contexts import ContextExitValue
 from ..values.generator_codes import UNBOUND, RepositionableCode
-from ..values.generators import GeneratorValue
+from ..values.generators import GeneratorValue, advanced_generator
 from .generator_code import make_generator, reposition, repositionable_code
 
 __all__ = ["emit_generator", "emit_reposition", "generator_parts"]
@@ -69,9 +69,28 @@ def _state(value: GeneratorValue) -> _State:
     return _State(info, info.marks[number], locals_, stack, cells)
 
 
+def _replayable(value: GeneratorValue) -> bool:
+    """Whether the entry makes ``value`` again from its function (one of ``nn.Module``'s own
+    generators, see ``GeneratorValue.replay``): not while it runs, and only when the trace
+    changed nothing (no write could have changed the module tree it walks)."""
+    if value.replay is None or value.running:
+        return False
+    effects = value.replay[2]
+    return not (
+        effects.writes
+        or effects.containers
+        or effects.cells
+        or effects.set_ops
+        or effects.globals
+        or effects.object_states
+    )
+
+
 def generator_parts(value: GeneratorValue) -> list[Value]:
     """The values a rebuilt ``value`` holds (for collecting graph outputs); none when it
     cannot be rebuilt (the entry then refuses it where it is built)."""
+    if _replayable(value):
+        return list(value.replay[1])  # type: ignore[index]
     try:
         state = _state(value)
     except Unsupported:
@@ -95,6 +114,15 @@ def emit_generator(
     em: Any, value: GeneratorValue, emit: Callable[[Value], str], indent: str
 ) -> str:
     """An expression of the entry for the real generator rebuilt from ``value``."""
+    if _replayable(value):
+        function, args, _ = value.replay  # type: ignore[misc]
+        name = em.temp()
+        parts = ", ".join(emit(a) for a in args)
+        em.lines.append(
+            f"{indent}{name} = {em.const(advanced_generator)}({em.const(function)}, "
+            f"({parts}{',' if len(args) == 1 else ''}), {value.produced}, {value.done})"
+        )
+        return str(name)
     state = _state(value)
     cells = [emit(v) for v in state.cells if v is not None]
     mark, locals_, stack = _state_text(em, state, emit)

@@ -47,7 +47,7 @@ from ..values.functions import (
     RealCellValue,
     UserFunctionValue,
 )
-from ..values.generators import GeneratorValue
+from ..values.generators import MODULE_GENERATOR_CODES, GeneratorValue
 from ..values.identity import same_input_object
 from ..values.objects import ClassValue, NewObjectValue, ObjectValue, PyModuleValue
 from ..values.tensors import TensorValue
@@ -216,6 +216,10 @@ class TraceSession:
             self.resume(frame)  # runs the prologue up to RETURN_GENERATOR
             generator = GeneratorValue(frame)
             generator.names = _generator_names(fn, code)
+            real = getattr(fn, "fn", None)
+            if code in MODULE_GENERATOR_CODES and real is not None and real.__code__ is code:
+                order = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+                generator.replay = (real, [fast[name] for name in order], self.side_effects)
             return generator
         return self.run_frame(frame)
 

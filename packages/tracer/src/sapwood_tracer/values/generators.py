@@ -10,6 +10,8 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..errors import TracedException
 from .base import ConstantValue, Context, Value
 from .exceptions import ExceptionValue, exception_value
@@ -18,13 +20,51 @@ from .iterators import IteratorValue
 if TYPE_CHECKING:
     from ..context import FrameState
 
-__all__ = ["GeneratorValue", "stop_iteration_error"]
+__all__ = ["MODULE_GENERATOR_CODES", "GeneratorValue", "advanced_generator", "stop_iteration_error"]
+
+#: ``nn.Module``'s own generators: they only read the module tree (whose structure the entry
+#: guards), so the entry can make one again and advance it to where the trace left it
+MODULE_GENERATOR_CODES = frozenset(
+    getattr(torch.nn.Module, name).__code__
+    for name in (
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+    )
+)
+
+
+def advanced_generator(fn: Any, args: tuple[Any, ...], produced: int, done: bool) -> Any:
+    """``fn(*args)``, a real generator, advanced past ``produced`` values (and to its end
+    when ``done``): where the trace left the generator it made of ``fn``."""
+    generator = fn(*args)
+    for _ in range(produced):
+        next(generator)
+    if done:
+        for _ in generator:
+            raise RuntimeError(f"{fn.__qualname__} yielded more than the trace saw")
+    return generator
 
 
 class GeneratorValue(IteratorValue):
     """A generator made during the trace."""
 
-    __slots__ = ("backing", "done", "frame", "handled", "names", "returned", "running")
+    __slots__ = (
+        "backing",
+        "done",
+        "frame",
+        "handled",
+        "names",
+        "produced",
+        "replay",
+        "returned",
+        "running",
+    )
 
     def __init__(self, frame: FrameState[Value], source: Any = None, backing: Any = None) -> None:
         super().__init__(source)
@@ -40,6 +80,12 @@ class GeneratorValue(IteratorValue):
         self.names: tuple[str, str] | None = (frame.code.co_name, frame.code.co_qualname)
         #: what its ``return`` gave, until the StopIteration that carries it is raised
         self.returned: Value | None = None
+        #: how many values it yielded in the trace
+        self.produced = 0
+        #: for one of ``nn.Module``'s own generators (``parameters()``, ``named_modules()``,
+        #: ...): ``(function, argument values, the trace's side effects)``, so that the entry
+        #: can make the real generator again and advance it past ``produced`` values
+        self.replay: tuple[Any, list[Value], Any] | None = None
 
     def describe(self) -> str:
         return f"generator {self.frame.code.co_qualname}"
@@ -71,7 +117,9 @@ class GeneratorValue(IteratorValue):
             self.running = False
             self.handled = tx.handled
             tx.handled = tx.enclosing_handled.pop()
-        if not suspended:
+        if suspended:
+            self.produced += 1
+        else:
             self.done = True
             if not (value.is_constant() and value.as_constant() is None):
                 self.returned = value  # (``return None`` raises a StopIteration without args)
