@@ -75,15 +75,7 @@ def _replayable(value: GeneratorValue) -> bool:
     changed nothing (no write could have changed the module tree it walks)."""
     if value.replay is None or value.running:
         return False
-    effects = value.replay[2]
-    return not (
-        effects.writes
-        or effects.containers
-        or effects.cells
-        or effects.set_ops
-        or effects.globals
-        or effects.object_states
-    )
+    return not value.replay[2].recorded()
 
 
 def generator_parts(value: GeneratorValue) -> list[Value]:

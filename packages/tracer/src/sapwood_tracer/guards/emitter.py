@@ -183,9 +183,7 @@ class Emitter:
             if isinstance(source.of, FunctionSource):
                 return f"C[{self.freevars[source.cell_name]}].cell_contents"
             base = self.source(source.of, indent)
-            # (``_closure_cell`` inlined: no call per guard)
-            name = self.const(source.cell_name)
-            return f"{base}.__closure__[{base}.__code__.co_freevars.index({name})].cell_contents"
+            return f"_closure_cell({base}, {self.const(source.cell_name)})"
         if isinstance(source, DistinctIdsSource):
             parts = [self.source(s, indent) for s in source.sources]
             return "len({" + ", ".join(f"id({p})" for p in parts) + "})"

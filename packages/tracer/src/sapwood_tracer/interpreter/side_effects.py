@@ -111,6 +111,17 @@ class SideEffects:
         out += [c.stored for c in self.cells.values() if c.stored is not None]  # type: ignore[attr-defined]
         return out
 
+    def recorded(self) -> bool:
+        """Whether the trace changed anything the entry replays after the graph."""
+        return bool(
+            self.writes
+            or self.containers
+            or self.cells
+            or self.set_ops
+            or self.globals
+            or self.object_states
+        )
+
     def pending_attr(self, obj: Any, name: str) -> Value | None:
         return self._pending.get((id(obj), name))
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import Unsupported
+from ..guards.sources import HeldObjectSource
 from .base import ConstantValue, Context, Value
 
 __all__ = [
@@ -98,7 +99,7 @@ class ProfilerRangeValue(Value):
         name = self.args[0]
         if name not in _RANGES_WARNED:
             _RANGES_WARNED.add(name)
-            where = getattr(tx, "location", lambda: None)()
+            where = tx.location()
             warnings.warn(
                 f"sapwood: the profiler range {name!r} (torch.profiler.record_function"
                 f"{f' at {where}' if where else ''}) is not recorded inside compiled graphs; "
@@ -252,8 +253,6 @@ class _GradModeState:
     __slots__ = ("mode", "source")
 
     def __init__(self, mode: bool) -> None:
-        from ..guards.sources import HeldObjectSource
-
         setter = torch._C._set_grad_enabled
         self.source = HeldObjectSource(id(setter), "torch._C._set_grad_enabled", setter)
         self.mode = mode
