@@ -170,7 +170,7 @@ def test_user_context_managers_are_inlined(check):
 def test_library_context_managers_without_python_enter_are_refused():
     import threading
 
-    lock = threading.Lock()
+    lock = threading.RLock()  # (a plain Lock is modelled: see test_hook_registration)
 
     def fn(x):
         with lock:

@@ -87,6 +87,15 @@ class EffectLog(Protocol[V]):
         """The value an attribute write of this trace gave ``obj.name``, if any."""
         ...
 
+    def make_again(self, value: V) -> None:
+        """``value`` was made by the trace and making it is itself an effect (a hook handle
+        takes its id from a counter): the entry makes it again, in this order, before the
+        writes are replayed."""
+        ...
+
+    #: the names of the class attributes the trace assigned (on any class)
+    class_attr_names: set[str]
+
     def store_global(self, f_globals: dict[str, Any], name: str, value: V | None) -> None:
         """A global was assigned (``None``: deleted)."""
         ...
@@ -181,6 +190,11 @@ class TraceContext(Protocol[V]):
     # -- values from outside the trace ----------------------------------------------------
     def wrap(self, obj: Any, source: Source, guard_identity_of: Any = None) -> V:
         """``obj``, read through ``source``, as a value, with the guards that make it sound."""
+        ...
+
+    def known(self, obj: Any) -> V | None:
+        """The value the trace already made of ``obj``, an object of the inputs (so what the
+        trace changed in it shows), or None where it has not read the object yet."""
         ...
 
     def wrap_trusted(self, obj: Any) -> V:

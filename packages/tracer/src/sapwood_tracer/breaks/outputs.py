@@ -77,10 +77,12 @@ from ..values.objects import (
 from ..values.ordered_dataclasses import OrderedDataclassValue
 from ..values.partials import PartialValue
 from ..values.real_iterators import RealRangeIteratorValue, advance
+from ..values.runtime_objects import LockValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
 from .generator_rebuild import emit_generator, emit_reposition, generator_parts
+from .handles import emit_made_again
 from .iterator_rebuild import emit_iterator
 
 __all__ = ["OutputCollector", "build_entry_function"]
@@ -223,6 +225,8 @@ def build_entry_function(
     if effects is not None:
         # before the attribute writes: the sources read here are the call's own inputs
         _emit_set_replays(em, effects, indent)
+        emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+        emit_made_again(em, effects.made, emit, built, indent)
     for write in writes:
         target = em.source(write.source, indent)
         value = _emit(em, write.value, collector, built, indent)
@@ -289,10 +293,11 @@ def _emit_mutations(
                 f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
                 for k, v in container.entries.values()
             )
-            # dict's own methods: a subclass's overrides (Counter.update adds) already ran in
-            # the trace, what is written back is the entries it left
-            em.lines.append(f"{indent}{em.const(dict.clear)}({target})")
-            em.lines.append(f"{indent}{em.const(dict.update)}({target}, [{pairs}])")
+            # dict's own methods (OrderedDict's keep its order): a subclass's overrides
+            # (Counter.update adds) already ran in the trace, the entries it left are written
+            owner = collections.OrderedDict if container.cls is collections.OrderedDict else dict
+            em.lines.append(f"{indent}{em.const(owner.clear)}({target})")
+            em.lines.append(f"{indent}{em.const(owner.update)}({target}, [{pairs}])")
     for cell in effects.cells.values():
         assert isinstance(cell, RealCellValue) and cell.stored is not None
         target = emit_cell(em, cell, indent)
@@ -421,7 +426,7 @@ def _emit_value(
         return em.source(value.source, indent)
     if isinstance(value, ModuleValue) and isinstance(value.source, HeldObjectSource):
         raise Unsupported(f"returning {value.describe()} built during the trace")
-    if isinstance(value, (ModuleValue, ObjectValue)) or (
+    if isinstance(value, (ModuleValue, ObjectValue, LockValue)) or (
         isinstance(value, (UserFunctionValue, PartialValue, OrderedDataclassValue))
         and value.source is not None  # (a ModelOutput passed in: itself, writes replayed)
     ):

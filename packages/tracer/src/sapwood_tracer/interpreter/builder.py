@@ -40,6 +40,7 @@ that held two such objects get two values, guarded distinct where the trace reli
 
 from __future__ import annotations
 
+import _thread
 import collections
 import dataclasses
 import enum
@@ -86,7 +87,7 @@ from ..values.objects import (
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_model_output_class, stored_keys
 from ..values.partials import PartialValue, c_partial_base
 from ..values.random_generators import is_generator_primitive
-from ..values.runtime_objects import EnvironValue, WeakRefValue
+from ..values.runtime_objects import EnvironValue, LockValue, WeakRefValue
 from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
 from ..values.sets import SetValue
 from ..values.tensors import TensorValue, TorchFunctionValue
@@ -247,6 +248,9 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         _type_match(tx, source, obj)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
         return SetSubclassValue(cls, {v: ConstantValue(v) for v in members}, obj, source)
+    if cls is _thread.LockType:
+        _type_match(tx, source, obj)
+        return LockValue(obj, source)
     if isinstance(obj, os._Environ):
         _type_match(tx, source, obj)
         return EnvironValue(obj, source)

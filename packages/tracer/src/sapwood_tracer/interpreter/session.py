@@ -149,6 +149,10 @@ class TraceSession:
     def wrap_trusted(self, obj: Any) -> Value:
         return builder.wrap_trusted(self, obj)
 
+    def known(self, obj: Any) -> Value | None:
+        seen = self.by_object.get(id(obj))
+        return seen[1] if seen is not None and seen[0] is obj else None
+
     def constant_or_wrap(self, obj: Any) -> Value:
         return self.wrap_trusted(obj)
 

@@ -53,6 +53,9 @@ class SideEffects:
     def __init__(self) -> None:
         self.writes: list[AttributeWrite] = []
         self._pending: dict[tuple[int, str], Value] = {}
+        self.class_attr_names: set[str] = set()
+        #: values made by the trace that the entry makes again, in order (see make_again)
+        self.made: list[Value] = []
         #: lists/dicts from the inputs that the trace mutated, by id, in first-mutation order
         self.containers: dict[int, Value] = {}
         #: real closure cells assigned by the trace (RealCellValue, by id)
@@ -75,6 +78,9 @@ class SideEffects:
     def store_cell(self, cell: Value) -> None:
         """A real closure cell (``nonlocal``) was assigned: write its last value back."""
         self.cells.setdefault(id(cell), cell)
+
+    def make_again(self, value: Value) -> None:
+        self.made.append(value)
 
     def mutate_container(self, container: Value) -> None:
         """``container`` (a list or dict from the inputs) changed: write back its contents."""
@@ -99,7 +105,10 @@ class SideEffects:
     def store_attr(self, target: Value, name: str, value: Value) -> None:
         obj = getattr(target, "obj", None)
         if obj is None:
-            obj = target.module  # type: ignore[attr-defined]
+            obj = getattr(target, "module", None)
+        if obj is None:
+            obj = target.cls  # type: ignore[attr-defined]
+            self.class_attr_names.add(name)
         assert target.source is not None
         self.writes.append(AttributeWrite(obj, target.source, name, value))
         self._pending[(id(obj), name)] = value
@@ -120,6 +129,7 @@ class SideEffects:
             or self.set_ops
             or self.globals
             or self.object_states
+            or self.made
         )
 
     def pending_attr(self, obj: Any, name: str) -> Value | None:

@@ -25,6 +25,7 @@ import weakref
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from ..errors import Unsupported, weakly_referenced
 from ..guards.sources import HeldObjectSource
@@ -38,6 +39,7 @@ from ..values.exceptions import (
     make_exception,
     raised_for_real,
 )
+from ..values.hook_handles import make_hook_handle
 from ..values.modules import ModuleValue
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
@@ -170,6 +172,8 @@ def construct(
     cls = cls_value.cls
     if isinstance(cls, type) and issubclass(cls, _WEAK_REFERENCES):
         raise weakly_referenced(cls.__qualname__)
+    if cls is RemovableHandle:
+        return make_hook_handle(tx, cls, args, kwargs)
     if cls is collections.deque:
         return make_deque(tx, args, kwargs)
     if cls in _FOLDED_CLASSES:

@@ -102,6 +102,10 @@ def plain_instance_dict(cls: type) -> bool:
 def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -> Value | None:
     """The value of class attribute ``name`` seen through an instance (``receiver``) or the
     class itself (``receiver is None``); ``None`` if the class has no such attribute."""
+    if name in tx.side_effects.class_attr_names:
+        written = _written_class_attribute(tx, cls, name)
+        if written is not None:
+            return written
     klass, raw = lookup_mro(cls, name)
     if klass is None:
         return None
@@ -147,6 +151,18 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
             return BoundMethodValue(BuiltinValue(raw), receiver)  # (``rng.random``)
         raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
     return tx.wrap(raw, source)
+
+
+def _written_class_attribute(tx: Context, cls: type, name: str) -> Value | None:
+    """The value the trace assigned to ``name`` of a class in ``cls``'s MRO (a constant, see
+    :meth:`ClassValue.setattr`), unless a class before it defines the name."""
+    for klass in cls.__mro__:
+        written = tx.side_effects.pending_attr(klass, name)
+        if written is not None:
+            return written
+        if name in klass.__dict__:
+            return None
+    return None
 
 
 def python_getattr_hook(tx: Context, cls: type, receiver: Value, name: str) -> Value | None:

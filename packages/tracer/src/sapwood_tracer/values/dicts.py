@@ -101,7 +101,7 @@ class DictValue(Value):
 
     def check_mutable(self, tx: Context) -> None:
         if self.source is not None:
-            if self.cls is not dict and not mutable_input_dict(self.cls):
+            if self.cls not in (dict, collections.OrderedDict) and not mutable_input_dict(self.cls):
                 raise Unsupported(f"mutating a {self.cls.__qualname__} that was passed in")
             # a dict from the inputs: its final contents are written back after the graph
             if self.original is None:
@@ -114,7 +114,7 @@ class DictValue(Value):
         its table as Python's popitem does), then the pairs whose values the trace replaced.
         ``None`` when its keys changed otherwise (or never): the write-back is the contents."""
         original = self.original
-        if not self.popped or original is None or self.cleared:
+        if not self.popped or original is None or self.cleared or self.cls is not dict:
             return None
         # every key removed by popitem and none added: the original keys less the last ones
         kept = len(original) - self.popped

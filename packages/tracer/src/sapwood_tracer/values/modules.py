@@ -62,6 +62,17 @@ def _sharded_by_fsdp2(cls: type) -> bool:
     return base is not None and issubclass(cls, base)
 
 
+_FORWARD_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks")
+
+
+def _holds_hooks(tx: Context, d: dict[str, Any], attr: str) -> bool:
+    """Whether the hook dict ``attr`` of a module's ``__dict__`` holds hooks as the trace left
+    it (one registered earlier in the trace counts)."""
+    table = d.get(attr)
+    known = tx.known(table)
+    return bool(known.entries) if isinstance(known, DictValue) else bool(table)
+
+
 class ModuleValue(Value):
     """An ``nn.Module`` that existed before the call (guarded by class and by what is read)."""
 
@@ -159,12 +170,15 @@ class ModuleValue(Value):
             return tx.call(call, args, kwargs)
         self.check_global_hooks(tx)
         d = module.__dict__
-        if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
+        if _holds_hooks(tx, d, "_backward_hooks") or _holds_hooks(tx, d, "_backward_pre_hooks"):
             raise Unsupported(
                 f"{self.describe()} with backward hooks",
                 hint="Remove the hooks while compiling, or call the module outside the compiled function.",
             )
-        if not (d.get("_forward_hooks") or d.get("_forward_pre_hooks")):
+        # (a hook dict the trace already read, maybe changed: a hook registered earlier in
+        # the trace runs, as eagerly)
+        read = any(tx.known(d.get(attr)) is not None for attr in _FORWARD_HOOK_DICTS)
+        if not read and not (d.get("_forward_hooks") or d.get("_forward_pre_hooks")):
             # the common case: one guard that the module still has no hooks at all
             tx.guard_false(ModuleHooksSource(self._src()))
             return tx.call(self.getattr(tx, "forward"), args, kwargs)

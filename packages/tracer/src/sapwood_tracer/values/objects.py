@@ -378,6 +378,9 @@ class NewObjectValue(_UserProtocols):
             raise python_error(AttributeError, msg)
 
 
+_HEAP_TYPE = 1 << 9  # (Py_TPFLAGS_HEAPTYPE: a class made by a class statement)
+
+
 class ClassValue(Value):
     """A class (guarded by identity)."""
 
@@ -443,6 +446,22 @@ class ClassValue(Value):
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return tx.construct(self, args, kwargs)
+
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
+        # a constant stored on a plain class (a counter such as RemovableHandle.next_id):
+        # replayed after the graph, seen by later reads of the trace through the class and
+        # its instances (see class_attribute); anything else could change how the class
+        # behaves (methods, descriptors, dunders), which the trace does not follow
+        cls = self.cls
+        if (
+            type(cls) is not type
+            or not cls.__flags__ & _HEAP_TYPE
+            or name.startswith("__")
+            or not isinstance(value, ConstantValue)
+        ):
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
+        target = self if self.source is not None else ClassValue(cls, held(cls, cls.__qualname__))
+        tx.record_attr_write(target, name, value)
 
 
 class PyModuleValue(Value):

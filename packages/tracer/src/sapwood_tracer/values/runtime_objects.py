@@ -1,5 +1,6 @@
 """Objects of the interpreter's own runtime reached from the inputs: ``os.environ`` (each
-variable read lazily and guarded) and weak references (read through the reference)."""
+variable read lazily and guarded), weak references (read through the reference) and
+``threading.Lock`` objects used in ``with`` blocks."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 from sapwood_graph import ItemSource, Source
 
 from ..errors import TracedException, Unsupported
-from ..guards.sources import ContainsSource, WeakRefTargetSource
+from ..guards.sources import ContainsSource, ReaderSource, WeakRefTargetSource
 from .base import BoundBuiltinMethod, ConstantValue, Context, Value
 
-__all__ = ["EnvironValue", "WeakRefValue"]
+__all__ = ["EnvironValue", "LockValue", "WeakRefValue"]
 
 
 class EnvironValue(Value):
@@ -78,3 +79,39 @@ class WeakRefValue(Value):
             raise Unsupported("calling a weak reference with arguments (TypeError)")
         assert self.source is not None
         return tx.wrap(self.ref(), WeakRefTargetSource(self.source))
+
+
+def lock_held(lock: Any) -> bool:
+    return bool(lock.locked())
+
+
+class LockValue(Value):
+    """A ``threading.Lock`` of the inputs as the context of a ``with`` block.
+
+    The block is traced as its body: the compiled call runs as one graph, its writes replayed
+    after, with no point in between where another thread could run the block. The entry
+    checks that no thread holds the lock when the call starts (another trace, which stops at
+    the ``with`` so the eager part takes the lock, waiting as Python would, if one does).
+    ``acquire()`` and ``release()`` called by name are graph breaks."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Any, source: Source) -> None:
+        super().__init__(source)
+        self.lock = lock
+
+    def describe(self) -> str:
+        return "a threading.Lock"
+
+    def python_type(self) -> type:
+        return type(self.lock)
+
+    def enter(self, tx: Context) -> Value:
+        assert self.source is not None
+        if self.lock.locked():
+            raise Unsupported("a with block over a threading.Lock that is held")
+        tx.guard_false(ReaderSource(self.source, lock_held))
+        return ConstantValue(True)
+
+    def exit(self, tx: Context) -> None:
+        return None
