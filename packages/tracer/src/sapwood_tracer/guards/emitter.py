@@ -130,6 +130,7 @@ class Emitter:
         }
         self.lines: list[str] = []
         self._by_source: dict[Source, str] = {}
+        self._locals = 0
         self._const_ids: dict[int, str] = {}
         self._temps = 0
 
@@ -148,6 +149,15 @@ class Emitter:
         """A fresh emitter for another function over the same frame (no lines, no locals)."""
         return Emitter(self.code, self.held, self.member_stores)
 
+    def forget_reads_since(self, known: dict[Source, str]) -> None:
+        """Read again, where needed later, every source first read since ``known`` was
+        ``dict(self._by_source)`` (those reads are inside a block that may not run)."""
+        self._by_source = {s: name for s, name in self._by_source.items() if s in known}
+
+    def reads(self) -> dict[Source, str]:
+        """The sources read so far (for :meth:`forget_reads_since`)."""
+        return dict(self._by_source)
+
     def temp(self) -> str:
         self._temps += 1
         return f"t{self._temps}"
@@ -158,7 +168,8 @@ class Emitter:
         if known is not None:
             return known
         expr = self._expression(source, indent)
-        name = f"v{len(self._by_source)}"
+        name = f"v{self._locals}"
+        self._locals += 1
         self.lines.append(f"{indent}{name} = {expr}")
         self._by_source[source] = name
         return name

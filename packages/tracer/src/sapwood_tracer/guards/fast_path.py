@@ -17,6 +17,10 @@ equivalent check that does less work per call:
   module's identity), that class's MRO is the same tuple (checked once per class), and no
   class in the MRO defines ``name`` or ``__getattribute__`` (one ``isdisjoint`` per class
   dict per call). A name some class defined at trace time keeps ``getattr``.
+* **Guards on an unchanged dict are skipped.** The guards on entries of one dict (a module's
+  instance dict, a module's globals) are checked only when the dict's version tag differs
+  from the one they last passed with, those on a function's defaults only when its
+  ``__defaults__`` is not the very tuple traced (see :mod:`.versions`).
 * **Likely failures first.** Guards on the arguments (not reached through a module) and
   the arguments' tensors run first, then torch's global state, then the rest in recorded
   order; module parameters and buffers (one C++ batch check) and the no-aliasing check of
@@ -39,7 +43,13 @@ from typing import Any
 
 import torch
 
-from sapwood_graph import AttrSource, Guard, GuardKind, LocalSource, Source
+from sapwood_graph import (
+    AttrSource,
+    Guard,
+    GuardKind,
+    LocalSource,
+    Source,
+)
 
 from .checks import guard_check
 from .emitter import Emitter, Miss, _batch_tensor_checker, _has_float, _is_static_spec
@@ -51,6 +61,7 @@ from .sources import (
     ModuleHooksSource,
     strong,
 )
+from .versions import FRAME_GLOBALS, Defaults, dict_version, plan_gates
 
 __all__ = ["HOOK_ATTRS", "emit_guards"]
 
@@ -192,6 +203,8 @@ class _Plan:
                 constants.setdefault(source, index)
                 if guard.expected is None or isinstance(guard.expected, bool):
                     identity.setdefault(source, guard.expected)
+        #: objects guarded by identity (or constants), by source
+        self.identity = identity
         self.modules = {s: m for s, m in identity.items() if isinstance(m, torch.nn.Module)}
         for guard in guards:
             # a module guarded by its class: read like one guarded by identity (the class
@@ -314,11 +327,21 @@ def emit_guards(
         keys = em.const(klass.__dict__.keys())
         em.lines.append(f"{_INDENT}if not {keys}.isdisjoint({em.const(names)}):")
         em.lines.append(f"{_INDENT}    {locate}")
+    gates = plan_gates(em, plan, guards)
+    moved = {i for _, indices in gates.values() for i in indices}
+    tags = [-1] * len(gates)  # (per slot: the tag of the dict when its checks last passed)
     for step in plan.order:
         if isinstance(step, tuple):
             _emit_batch(em, [guards[i] for i in step[1]], step[1], examples, fail, locate)
             continue
         for index in step:
+            gate = gates.get(index)
+            if gate is not None:
+                _emit_gate(em, plan, guards, gate, em.const(tags), len(tags) - len(gates), fail)
+                del gates[index]
+                continue
+            if index in moved:
+                continue
             if _emit_distinct_ids(em, plan, guards[index], index, examples, fail):
                 continue
             condition = _failure(em, plan, guards[index], index)
@@ -328,6 +351,39 @@ def emit_guards(
     lines = em.lines
     em.lines = []
     return lines
+
+
+def _emit_gate(
+    em: Emitter,
+    plan: _Plan,
+    guards: list[Guard],
+    gate: tuple[Source | Defaults, list[int]],
+    tags: str,
+    slot: int,
+    fail: str,
+) -> None:
+    """The checks of one dict's guards, run when its tag is not the one they last passed
+    with. What they read first is read inside the block: later lines read it again."""
+    container, indices = gate
+    tag = em.temp()
+    if isinstance(container, Defaults):
+        traced = plan.identity[container.of].__defaults__
+        em.lines.append(f"{_INDENT}{tag} = {em.source(container.of, _INDENT)}.__defaults__")
+        em.lines.append(f"{_INDENT}if {tag} is not {em.const(traced)}:")
+    else:
+        table = "G" if container is FRAME_GLOBALS else em.source(container, _INDENT)
+        em.lines.append(f"{_INDENT}{tag} = {em.const(dict_version)}({table})")
+        em.lines.append(f"{_INDENT}if {tag} != {tags}[{slot}]:")
+    known = em.reads()
+    start = len(em.lines)
+    for index in indices:
+        condition = _failure(em, plan, guards[index], index)
+        em.lines.append(f"{_INDENT}if {condition}:")
+        em.lines.append(f"{_INDENT}    return {fail}[{index}]")
+    em.lines[start:] = ["    " + line for line in em.lines[start:]]
+    if not isinstance(container, Defaults):
+        em.lines.append(f"{_INDENT}    {tags}[{slot}] = {tag}")
+    em.forget_reads_since(known)
 
 
 def _emit_batch(
