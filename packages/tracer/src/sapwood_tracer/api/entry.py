@@ -102,8 +102,18 @@ def _binder(fn: types.FunctionType) -> Callable[[tuple[Any, ...], dict[str, Any]
         return tuple(values)
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        if plain and not kwargs and len(args) == argc:
-            return args
+        if not kwargs and len(args) <= argc:
+            if plain and len(args) == argc:
+                return args
+            if not kwonly:
+                # positional arguments only: the rest from the defaults, as read now
+                defaults = fn.__defaults__ or ()
+                skip = len(args) - (argc - len(defaults))
+                if skip >= 0:
+                    values = args + defaults[skip:]
+                    if has_varargs:
+                        values += ((),)
+                    return (*values, {}) if has_varkw else values
         return slow(args, kwargs)
 
     return bind
@@ -446,7 +456,7 @@ class CompiledModule(OriginalModuleProxy):
         object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        module = self._orig_mod
+        module = self._modules["_orig_mod"]  # (``self._orig_mod`` goes through __getattr__)
         if not (module._forward_hooks or module._forward_pre_hooks):
             return self._sapwood_forward(module, *args, **kwargs)
         return self._forward_with_hooks(module, args, kwargs)
