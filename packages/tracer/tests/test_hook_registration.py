@@ -259,6 +259,24 @@ def test_a_lock_held_by_another_thread_makes_the_call_wait() -> None:
     assert not lock.locked()
 
 
+def test_a_break_inside_a_lock_block_runs_its_eager_part_holding_the_lock() -> None:
+    lock = threading.Lock()
+    seen: list[bool] = []
+
+    def locked(x: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        with lock:
+            seen.append(lock.locked())  # (a graph break: run eagerly, inside the lock)
+            y = y * 2
+        return y - 1
+
+    x = torch.ones(2)
+    torch.testing.assert_close(sapwood.compile(locked, backend=Counting())(x), locked(x))
+    assert seen == [True, True] and not lock.locked()
+    report = sapwood.explain(locked)(x)
+    assert not report.eager_functions and len(report.breaks) == 1
+
+
 def test_lock_methods_by_name_are_a_graph_break() -> None:
     lock = threading.Lock()
 

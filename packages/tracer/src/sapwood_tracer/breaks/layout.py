@@ -25,6 +25,7 @@ from ..values.contexts import (
 )
 from ..values.functions import CellValue
 from ..values.generators import GeneratorValue
+from ..values.runtime_objects import LockValue
 from .resume import ResumeLayout, StackSlot
 
 __all__ = ["TorchContext", "passable", "resume_layout", "torch_context"]
@@ -49,7 +50,14 @@ def torch_context(value: Value) -> TorchContext | None:
         return TorchContext(torch.autocast, tuple(value.args))
     if isinstance(value, ProfilerRangeValue):
         return TorchContext(torch.autograd.profiler.record_function, tuple(value.args))
+    if isinstance(value, LockValue):
+        return TorchContext(the_lock, (value.lock,))
     return None
+
+
+def the_lock(lock: Any) -> Any:
+    """A ``threading.Lock`` open at a break: entered again as itself."""
+    return lock
 
 
 def resume_layout(
