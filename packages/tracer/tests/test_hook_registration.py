@@ -364,3 +364,19 @@ def test_fullgraph_lazily_hooked_module(fullgraph: bool) -> None:
     got, expected = compiled(x), eager_model(x)
     torch.testing.assert_close(got[0], expected[0])
     assert len(got[1]) == 3
+
+
+def test_a_global_module_hook_registered_in_the_trace_is_never_skipped() -> None:
+    from torch.nn.modules.module import register_module_forward_hook
+
+    layer = torch.nn.Linear(3, 3)
+
+    def doubled(x: torch.Tensor) -> torch.Tensor:
+        handle = register_module_forward_hook(_scale_output)
+        y = layer(x)
+        handle.remove()
+        return y
+
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(sapwood.compile(doubled, backend=Counting())(x), layer(x) * 2)
+    assert not torch.nn.modules.module._global_forward_hooks

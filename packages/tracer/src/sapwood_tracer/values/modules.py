@@ -226,7 +226,8 @@ class ModuleValue(Value):
 
     def check_global_hooks(self, tx: Context) -> None:
         for name, table in _global_hook_dicts():
-            if table:
+            known = tx.known(table)  # (one the trace registered counts)
+            if bool(known.entries) if isinstance(known, DictValue) else bool(table):
                 raise Unsupported(f"modules while global module hooks ({name}) are registered")
             tx.guard_len(
                 AttrSource(held(torch.nn.modules.module, "torch.nn.modules.module"), name), 0
