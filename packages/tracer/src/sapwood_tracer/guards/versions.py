@@ -163,7 +163,9 @@ def _container(em: Emitter, plan: Any, guard: Guard) -> Source | Defaults | None
     source = guard.source
     if isinstance(source, DefaultArgSource) and isinstance(source.index, int):
         fn = plan.identity.get(source.of)
-        if isinstance(fn, types.FunctionType) and fn.__defaults__ is not None:
+        defaults = fn.__defaults__ if isinstance(fn, types.FunctionType) else None
+        # (held by the entry: only where holding it keeps nothing else alive)
+        if defaults is not None and all(_primitive(v) for v in defaults):
             return Defaults(source.of)
         return None
     if dict_version is None:
