@@ -128,6 +128,7 @@ _VIEW_KINDS = {type({}.keys()): "keys", type({}.values()): "values", type({}.ite
 
 #: Kinds of values that stand for one object of the inputs, however many sources reach it.
 SHARED_VALUES = (
+    LockValue,
     ModuleValue,
     ObjectValue,
     ListValue,

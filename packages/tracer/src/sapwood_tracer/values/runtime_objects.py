@@ -94,11 +94,12 @@ class LockValue(Value):
     the ``with`` so the eager part takes the lock, waiting as Python would, if one does).
     ``acquire()`` and ``release()`` called by name are graph breaks."""
 
-    __slots__ = ("lock",)
+    __slots__ = ("held", "lock")
 
     def __init__(self, lock: Any, source: Source) -> None:
         super().__init__(source)
         self.lock = lock
+        self.held = False  # (one value per lock in a trace: see builder.SHARED_VALUES)
 
     def describe(self) -> str:
         return "a threading.Lock"
@@ -108,10 +109,13 @@ class LockValue(Value):
 
     def enter(self, tx: Context) -> Value:
         assert self.source is not None
-        if self.lock.locked():
+        if self.lock.locked() or self.held:
+            # (taken again inside its own block, Python would wait forever: so does the
+            # eager part of the graph break)
             raise Unsupported("a with block over a threading.Lock that is held")
         tx.guard_false(ReaderSource(self.source, lock_held))
+        self.held = True
         return ConstantValue(True)
 
     def exit(self, tx: Context) -> None:
-        return None
+        self.held = False
