@@ -14,12 +14,14 @@ import collections
 import copy
 import threading
 import time
+import types
 
 import pytest
 import torch
 from torch.utils.hooks import RemovableHandle
 
 import sapwood
+from sapwood_tracer import Unsupported
 
 
 class Counting:
@@ -380,3 +382,19 @@ def test_a_global_module_hook_registered_in_the_trace_is_never_skipped() -> None
     x = torch.randn(2, 3)
     torch.testing.assert_close(sapwood.compile(doubled, backend=Counting())(x), layer(x) * 2)
     assert not torch.nn.modules.module._global_forward_hooks
+
+
+def test_a_lock_taken_again_inside_its_block_is_refused_not_skipped() -> None:
+    lock = threading.Lock()
+    holder = types.SimpleNamespace(lock=lock)  # (the same lock through another source)
+
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        with lock:
+            y = x + 1
+            with holder.lock:  # eagerly: waits forever
+                y = y * 2
+        return y
+
+    with pytest.raises(Unsupported, match=r"threading\.Lock that is held"):
+        sapwood.compile(twice, backend=Counting(), fullgraph=True)(torch.ones(2))
+    assert not lock.locked()
