@@ -48,6 +48,7 @@ from .sources import (
     DistinctIdsSource,
     GlobalStateSource,
     HasAttrSource,
+    HeldObjectSource,
     ModuleHooksSource,
     strong,
 )
@@ -122,6 +123,26 @@ def _dict_readable_names(
         defined = frozenset(name for klass in cls.__mro__ for name in klass.__dict__)
         defined_by_class[cls] = defined
     return frozenset(name for name in inst if type(name) is str and name not in defined)
+
+
+def _class_dict_lacks(guard: Guard) -> type | None:
+    """The class of a guard ``(name in <class>.__dict__) == False``, else None."""
+    source = guard.source
+    if not (
+        guard.kind is GuardKind.CONSTANT_MATCH
+        and guard.expected is False
+        and isinstance(source, ContainsSource)
+        and isinstance(source.of, AttrSource)
+        and source.of.attr == "__dict__"
+        and isinstance(source.of.base, HeldObjectSource)
+    ):
+        return None
+    klass = strong(source.of.base.held)
+    if not isinstance(klass, type) or any(
+        "__dict__" in vars(meta) for meta in type(klass).__mro__ if meta is not type
+    ):
+        return None  # (a metaclass could define what the class's ``__dict__`` is)
+    return klass
 
 
 class _Locator:
@@ -254,6 +275,11 @@ class _Plan:
             for klass in cls.__mro__:
                 if not klass.__flags__ & _IMMUTABLE_TYPE:
                     undefined.setdefault(klass, {"__getattribute__"}).update(names_used)
+        for index, guard in enumerate(guards):
+            klass = _class_dict_lacks(guard)
+            if klass is not None:
+                self.implied.add(index)  # (checked with the class's other names, below)
+                undefined.setdefault(klass, set()).add(guard.source.key)  # type: ignore[union-attr]
         self.undefined = [(klass, frozenset(names)) for klass, names in undefined.items()]
 
     def _plan_order(self, guards: list[Guard], examples: dict[Source, Any]) -> None:
