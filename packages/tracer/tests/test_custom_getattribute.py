@@ -186,6 +186,25 @@ def test_hook_with_side_effect_runs_as_often_as_in_eager(backend, same):
     assert any("changes state" in b.reason for b in report.breaks)
 
 
+def _counted_probe(x, c):
+    return x + (1 if hasattr(c, "nothing") else 0)
+
+
+def test_hook_with_side_effect_on_a_missing_attribute(backend, same):
+    cfg = Counted()
+    Counted.calls[0] = 0
+    expected = _counted_probe(X, cfg)
+    per_call = Counted.calls[0]
+    compiled = sapwood_tracer.compile(_counted_probe, backend=backend)
+    same(compiled(X, cfg), expected)
+    graphs = len(backend.graphs)
+    for _ in range(3):
+        Counted.calls[0] = 0
+        same(compiled(X, cfg), expected)
+        assert Counted.calls[0] == per_call
+    assert len(backend.graphs) == graphs  # (no recompile per call on the count)
+
+
 class Raising:
     """A hook that raises something other than AttributeError for one name."""
 
@@ -218,6 +237,36 @@ def test_hook_then_getattr_on_attribute_error(backend, same):
     cfg = Fallback()
     compiled = sapwood_tracer.compile(lambda x, c: x + c.anything + c.width, backend=backend)
     same(compiled(X, cfg), X + cfg.anything + cfg.width)
+
+
+def test_object_getattribute_is_the_generic_lookup(backend, same):
+    class Dynamic:
+        def __init__(self) -> None:
+            self.scale = 2.0
+
+        def __getattr__(self, key):
+            return 100.0
+
+    def fn(x, c):
+        try:
+            object.__getattribute__(c, "absent")
+        except AttributeError:
+            x = x + 1  # (no __getattr__ in the generic lookup)
+        return x * object.__getattribute__(c, "scale") + c.absent
+
+    obj = Dynamic()
+    same(sapwood_tracer.compile(fn, backend=backend)(X, obj), fn(X, obj))
+
+    def aliased(x, c):
+        try:
+            object.__getattribute__(c, "width")  # (the alias is the hook's, not the object's)
+        except AttributeError:
+            return x + c.width
+        return x
+
+    cfg = Config()
+    same(sapwood_tracer.compile(aliased, backend=backend)(X, cfg), aliased(X, cfg))
+    assert len(backend.graphs) == 2  # (one each: no graph break)
 
 
 def test_transformers_config_read_through_its_instance_dict(backend, same):

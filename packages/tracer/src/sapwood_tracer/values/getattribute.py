@@ -71,14 +71,9 @@ def python_getattribute(tx: Context, value: ObjectValue, name: str) -> Value:
         found = tx.call(method, [ConstantValue(name)], {})
         if isinstance(found, InstanceDictValue):
             found = found.whole(tx)  # (``obj.__dict__`` in the traced code: a dict to use)
-        if tx.side_effects.changes != changes:
-            # (replayed, the effect would be guarded on as a constant: a recompile per call)
-            raise Unsupported(
-                f"{cls.__qualname__}.__getattribute__, which changes state on a lookup",
-                hint="The attribute is read eagerly (a graph break).",
-            )
-        return found
     except TracedException as raised:
+        if tx.side_effects.changes != changes:
+            raise _changes_state(cls) from None
         error = exception_value(raised)
         if not (isinstance(error, ExceptionValue) and issubclass(error.cls, AttributeError)):
             raise
@@ -90,6 +85,18 @@ def python_getattribute(tx: Context, value: ObjectValue, name: str) -> Value:
         if getattr(refused, "frame_bound", False) or tx.side_effects.changes != changes:
             raise  # (a half-run hook's effects cannot be taken back: a graph break)
         return value.real_getattr(tx, name)
+    if tx.side_effects.changes != changes:
+        raise _changes_state(cls)
+    return found
+
+
+def _changes_state(cls: type) -> Unsupported:
+    # (replayed after the graph, the effect would be guarded on as a constant, a count say:
+    # a recompile per call)
+    return Unsupported(
+        f"{cls.__qualname__}.__getattribute__, which changes state on a lookup",
+        hint="The attribute is read eagerly (a graph break).",
+    )
 
 
 def _guard_undefined(tx: Context, cls: type, name: str, until: type | None) -> None:
