@@ -17,6 +17,9 @@ equivalent check that does less work per call:
   module's identity), that class's MRO is the same tuple (checked once per class), and no
   class in the MRO defines ``name`` or ``__getattribute__`` (one ``isdisjoint`` per class
   dict per call). A name some class defined at trace time keeps ``getattr``.
+* **A class's missing names are checked together.** Guards that a name is not in a class's
+  own dict (``(name in <cls>.__dict__) == False``: kept by attribute lookups that went past
+  the class) become one ``isdisjoint`` per class, with the module classes' names.
 * **Likely failures first.** Guards on the arguments (not reached through a module) and
   the arguments' tensors run first, then torch's global state, then the rest in recorded
   order; module parameters and buffers (one C++ batch check) and the no-aliasing check of
