@@ -83,6 +83,13 @@ class EffectLog(Protocol[V]):
         """A real closure cell was assigned (``nonlocal``): its last value is written back."""
         ...
 
+    #: how many effects the trace recorded so far (a step that recorded none can be undone)
+    changes: int
+
+    def wrote_to(self, obj: Any) -> bool:
+        """Whether the trace assigned any attribute of ``obj``."""
+        ...
+
     def pending_attr(self, obj: Any, name: str) -> V | None:
         """The value an attribute write of this trace gave ``obj.name``, if any."""
         ...

@@ -52,6 +52,7 @@ from .sources import (
     GlobalStateSource,
     HasAttrSource,
     HeldObjectSource,
+    InstanceDictSource,
     KeysSource,
     LeafViewSource,
     LenSource,
@@ -243,6 +244,9 @@ class Emitter:
             return f"{self.const(dict_of_view)}({base})"
         if isinstance(source, ReduceSource):
             return f"{base}.__reduce__()"
+        if isinstance(source, InstanceDictSource):
+            # (one read per object and call: later reads of the dict reuse the local)
+            return f"{self.const(object.__getattribute__)}({base}, {self.const('__dict__')})"
         if isinstance(source, HasAttrSource):
             return f"hasattr({base}, {self.const(source.attr)})"
         if isinstance(source, ModuleHooksSource):

@@ -21,6 +21,9 @@ equivalent check that does less work per call:
   instance dict, a module's globals) are checked only when the dict's version tag differs
   from the one they last passed with, those on a function's defaults only when its
   ``__defaults__`` is not the very tuple traced (see :mod:`.versions`).
+* **A class's missing names are checked together.** Guards that a name is not in a class's
+  own dict (``(name in <cls>.__dict__) == False``: kept by attribute lookups that went past
+  the class) become one ``isdisjoint`` per class, with the module classes' names.
 * **Likely failures first.** Guards on the arguments (not reached through a module) and
   the arguments' tensors run first, then torch's global state, then the rest in recorded
   order; module parameters and buffers (one C++ batch check) and the no-aliasing check of
@@ -58,6 +61,7 @@ from .sources import (
     DistinctIdsSource,
     GlobalStateSource,
     HasAttrSource,
+    HeldObjectSource,
     ModuleHooksSource,
     strong,
 )
@@ -133,6 +137,26 @@ def _dict_readable_names(
         defined = frozenset(name for klass in cls.__mro__ for name in klass.__dict__)
         defined_by_class[cls] = defined
     return frozenset(name for name in inst if type(name) is str and name not in defined)
+
+
+def _class_dict_lacks(guard: Guard) -> type | None:
+    """The class of a guard ``(name in <class>.__dict__) == False``, else None."""
+    source = guard.source
+    if not (
+        guard.kind is GuardKind.CONSTANT_MATCH
+        and guard.expected is False
+        and isinstance(source, ContainsSource)
+        and isinstance(source.of, AttrSource)
+        and source.of.attr == "__dict__"
+        and isinstance(source.of.base, HeldObjectSource)
+    ):
+        return None
+    klass = strong(source.of.base.held)
+    if not isinstance(klass, type) or any(
+        "__dict__" in vars(meta) for meta in type(klass).__mro__ if meta is not type
+    ):
+        return None  # (a metaclass could define what the class's ``__dict__`` is)
+    return klass
 
 
 class _Locator:
@@ -267,6 +291,11 @@ class _Plan:
             for klass in cls.__mro__:
                 if not klass.__flags__ & _IMMUTABLE_TYPE:
                     undefined.setdefault(klass, {"__getattribute__"}).update(names_used)
+        for index, guard in enumerate(guards):
+            klass = _class_dict_lacks(guard)
+            if klass is not None:
+                self.implied.add(index)  # (checked with the class's other names, below)
+                undefined.setdefault(klass, set()).add(guard.source.key)  # type: ignore[union-attr]
         self.undefined = [(klass, frozenset(names)) for klass, names in undefined.items()]
 
     def _plan_order(self, guards: list[Guard], examples: dict[Source, Any]) -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "GlobalStateSource",
     "HasAttrSource",
     "HeldObjectSource",
+    "InstanceDictSource",
     "KeysSource",
     "LeafViewSource",
     "LenSource",
@@ -282,6 +283,24 @@ class HasAttrSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return hasattr(self.of.resolve(f_locals, f_globals, function), self.attr)
+
+
+@_frozen
+class InstanceDictSource(_Printable):
+    """``object.__getattribute__(of, '__dict__')``: the instance dict of ``of``, read past its
+    class's own ``__getattribute__`` (which attribute access, ``of.__dict__``, would run)."""
+
+    of: Source
+
+    @property
+    def base(self) -> Source | None:
+        return self.of
+
+    def _render(self) -> str:
+        return f"object.__getattribute__({self.of}, '__dict__')"
+
+    def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
+        return object.__getattribute__(self.of.resolve(f_locals, f_globals, function), "__dict__")
 
 
 @_frozen

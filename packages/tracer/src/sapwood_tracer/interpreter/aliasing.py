@@ -30,7 +30,7 @@ from typing import Any
 from sapwood_graph import AttrSource, Guard, GuardKind, Source
 
 from ..errors import Unsupported
-from ..guards.sources import DistinctIdsSource
+from ..guards.sources import DistinctIdsSource, InstanceDictSource
 from ..values.base import Value
 from ..values.objects import ObjectValue
 from .builder import SHARED_VALUES
@@ -75,7 +75,9 @@ def distinctness_guards(
                 and (id(obj) in written or isinstance(value, ObjectValue))
                 and _has_instance_dict(obj)
             ):
-                attributes = vars(obj)
+                # (past a class's own __getattribute__, which must not run here)
+                hooked = type(obj).__getattribute__ is not object.__getattribute__
+                attributes = object.__getattribute__(obj, "__dict__") if hooked else vars(obj)
                 known = by_object.get(id(attributes))
                 if known is not None and known[0] is attributes:
                     # the trace took the two for two objects: it cannot stand
@@ -83,7 +85,11 @@ def distinctness_guards(
                         f"a dict that is the __dict__ of {value.describe()}, also passed in, "
                         "changed through one of the two"
                     )
-                groups.setdefault(dict, []).append(AttrSource(value.source, "__dict__"))
+                groups.setdefault(dict, []).append(
+                    InstanceDictSource(value.source)
+                    if hooked
+                    else AttrSource(value.source, "__dict__")
+                )
     return [
         Guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource(tuple(sources)), len(sources))
         for sources in groups.values()

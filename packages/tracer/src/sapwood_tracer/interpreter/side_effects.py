@@ -67,30 +67,40 @@ class SideEffects:
         self.globals: dict[tuple[int, str], tuple[dict[str, Any], str, Value | None]] = {}
         #: models of real objects' states, by the real object's id, in first-use order
         self.object_states: dict[int, ObjectState] = {}
+        #: how many effects were recorded so far (any kind, repeats counted): a step of the
+        #: trace that recorded none can be undone by forgetting it
+        self.changes = 0
+        self._written: set[int] = set()
 
     def state_of(self, obj: Any) -> Any:
         """The trace's model of ``obj``'s state, if it has one yet."""
         return self.object_states.get(id(obj))
 
     def track_state(self, obj: Any, state: ObjectState) -> None:
+        self.changes += 1
         self.object_states[id(obj)] = state
 
     def store_cell(self, cell: Value) -> None:
         """A real closure cell (``nonlocal``) was assigned: write its last value back."""
+        self.changes += 1
         self.cells.setdefault(id(cell), cell)
 
     def make_again(self, value: Value) -> None:
+        self.changes += 1
         self.made.append(value)
 
     def mutate_container(self, container: Value) -> None:
         """``container`` (a list or dict from the inputs) changed: write back its contents."""
+        self.changes += 1
         self.containers.setdefault(id(container), container)
 
     def replay_set_op(self, target: Value, op: Any, args: list[tuple[str, Any]]) -> None:
         """``op(target, *args)`` changed ``target``, a set from the inputs: replay it."""
+        self.changes += 1
         self.set_ops.append((target, op, args))
 
     def store_global(self, f_globals: dict[str, Any], name: str, value: Value | None) -> None:
+        self.changes += 1
         key = (id(f_globals), name)
         self.globals.pop(key, None)  # re-insert: replay in last-write order
         self.globals[key] = (f_globals, name, value)
@@ -110,8 +120,14 @@ class SideEffects:
             obj = target.cls  # type: ignore[attr-defined]
             self.class_attr_names.add(name)
         assert target.source is not None
+        self.changes += 1
         self.writes.append(AttributeWrite(obj, target.source, name, value))
         self._pending[(id(obj), name)] = value
+        self._written.add(id(obj))
+
+    def wrote_to(self, obj: Any) -> bool:
+        """Whether the trace assigned any attribute of ``obj``."""
+        return id(obj) in self._written
 
     def values(self) -> list[Value]:
         """Every value the replay of containers and globals needs (for graph outputs)."""

@@ -18,9 +18,10 @@ counting loop, :mod:`.random_generators` the primitives of ``random``'s generato
 computed on a private copy of a generator whose state the trace knows), :mod:`.strict_zip`
 ``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
 iterator from the inputs (both used by :mod:`.iteration`), :mod:`.attribute_deletion`
-``delattr()``, :mod:`.summation` ``sum()`` (compensated on Python 3.12+); :mod:`.text` gives
-the text of values the folding on constants does not cover (enum members whose class has
-special methods of the user's, exceptions of the trace, ``str.join`` of an iterator).
+``delattr()``, :mod:`.generic_lookup` ``object.__getattribute__``, :mod:`.summation`
+``sum()`` (compensated on Python 3.12+); :mod:`.text` gives the text of values the folding
+on constants does not cover (enum members whose class has special methods of the user's,
+exceptions of the trace, ``str.join`` of an iterator).
 
 May import: the value model, the context protocol, guards' sources, marks, errors.
 """
@@ -30,6 +31,7 @@ from . import (
     builtins,
     copying,
     dict_subclasses,
+    generic_lookup,
     hashing,
     integer_arguments,
     iteration,
@@ -46,6 +48,7 @@ __all__ = [
     "builtins",
     "copying",
     "dict_subclasses",
+    "generic_lookup",
     "hashing",
     "integer_arguments",
     "iteration",

@@ -74,7 +74,7 @@ class Value:
 
     def hasattr(self, tx: Context, name: str) -> bool:
         try:
-            self.getattr(tx, name)
+            tx.lookup(self, name)  # (an AttributeError the traced code raised is "missing" too)
         except _AttributeMissing:
             return False
         return True

@@ -5,7 +5,7 @@ Invariants:
 
 * Attribute lookup is modelled statically, in Python's order: data descriptors of the type
   (properties are inlined), the instance ``__dict__``, then the type's other attributes.
-  Classes with a custom ``__getattribute__`` or ``__getattr__`` are refused.
+  A class's Python ``__getattribute__`` is inlined (see :mod:`.getattribute`).
 * An object that existed before the call (:class:`ObjectValue`) is guarded on its type;
   attribute writes on it are recorded as side effects, replayed after the graph runs, and seen
   by later reads in the trace.
@@ -53,6 +53,7 @@ from .cached_properties import cached_property_get
 from .containers import DictValue
 from .exceptions import CHAINING_FIELDS, exception_value, python_error
 from .functions import BoundMethodValue
+from .getattribute import python_getattribute, python_hook
 from .logging_calls import LOGGER_METHODS, LoggingCallValue
 from .module_writes import (
     delete_module_attribute,
@@ -188,16 +189,18 @@ class ObjectValue(_UserProtocols):
         return type(self.obj)
 
     def getattr(self, tx: Context, name: str) -> Value:
+        cls = type(self.obj)
+        if cls.__getattribute__ is not object.__getattribute__ and python_hook(cls) is not None:
+            return python_getattribute(tx, self, name)  # (it sees the trace's writes)
         if name == "__dict__":
             raise Unsupported(f"{self.describe()}.__dict__ (use attribute access instead)")
         pending = tx.side_effects.pending_attr(self.obj, name)
         if pending is not None:
             return pending
-        cls = type(self.obj)
         if isinstance(self.obj, logging.Logger) and name in LOGGER_METHODS:
             return LoggingCallValue(getattr(self.obj, name))
         if cls.__getattribute__ is not object.__getattribute__:
-            return self.real_getattr(tx, name)
+            return self.real_getattr(tx, name)  # (a hook of C: run for real)
         klass, raw = lookup_mro(cls, name)
         if klass is not None and is_data_descriptor(raw):
             if isinstance(raw, property):
@@ -239,7 +242,8 @@ class ObjectValue(_UserProtocols):
         return self.real_getattr(tx, name)
 
     def real_getattr(self, tx: Context, name: str) -> Value:
-        """Attribute lookup through a class's own ``__getattribute__``/``__getattr__``.
+        """Attribute lookup through a class's own ``__getattribute__``/``__getattr__``, where
+        it cannot be inlined (see :mod:`.getattribute`).
 
         The lookup runs for real now and again in the guard on every call (the attribute's
         source re-reads it), so it must be free of side effects, as configuration objects'
@@ -264,6 +268,9 @@ class ObjectValue(_UserProtocols):
             raise Unsupported(
                 f"assigning attributes of {cls.__qualname__}, which defines __setattr__"
             )
+        held_dict = python_hook(cls) and tx.known(object.__getattribute__(self.obj, "__dict__"))
+        if held_dict is not None:  # (the dict would not see the write)
+            raise Unsupported(f"assigning {name!r} of {self.describe()}, whose __dict__ is held")
         tx.record_attr_write(self, name, value)
 
 
