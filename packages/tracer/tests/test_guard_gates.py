@@ -236,3 +236,61 @@ def test_random_changes_between_calls_always_match_eager(changes) -> None:
             got, expected = compiled(X), model(X)
             assert type(got) is type(expected)
             torch.testing.assert_close(got, expected)
+
+
+class Counting(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.scale = 1.5
+        self.history: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count += 1
+        return x * self.scale
+
+
+COUNT = 0
+LOG: list[int] = []
+
+
+def bump() -> None:
+    global COUNT
+    COUNT += 1
+
+
+def test_values_read_by_grouped_guards_are_those_before_the_replayed_writes() -> None:
+    # The guards on ``count`` and ``scale`` are grouped; the value the program stored (the
+    # count before its forward added one) must not be read again after the write is replayed
+    def program(x: torch.Tensor, mod: Counting) -> tuple[torch.Tensor, int]:
+        before = mod.count
+        mod.history.append(min(before, 5))
+        return mod(x), before
+
+    sapwood_tracer.reset()
+    _, backend = _counting()
+    compiled = sapwood_tracer.compile(program, backend=backend)
+    mine, theirs = Counting(), Counting()
+    for _ in range(4):
+        got, expected = compiled(X, mine), program(X, theirs)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    assert mine.history == theirs.history == [0, 1, 2, 3]
+    assert mine.count == theirs.count == 4
+
+
+def test_a_global_read_by_grouped_guards_is_the_one_before_the_replayed_write() -> None:
+    def program(x: torch.Tensor) -> torch.Tensor:
+        LOG.append(COUNT)
+        bump()
+        return x * COUNT
+
+    global COUNT
+    COUNT = 0
+    LOG.clear()
+    sapwood_tracer.reset()
+    _, backend = _counting()
+    compiled = sapwood_tracer.compile(program, backend=backend)
+    for i in range(4):
+        torch.testing.assert_close(compiled(X), X * (i + 1))
+    assert LOG == [0, 1, 2, 3] and COUNT == 4

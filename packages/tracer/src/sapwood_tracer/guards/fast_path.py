@@ -392,8 +392,15 @@ def _emit_gate(
     fail: str,
 ) -> None:
     """The checks of one dict's guards, run when its tag is not the one they last passed
-    with. What they read first is read inside the block: later lines read it again."""
+    with. The values they look at are read before the block, on every call: the entry's
+    result and the writes it replays read them too, and must see them as they were before
+    the graph ran (a replayed write may change them); anything else first read inside the
+    block is read again by later lines."""
     container, indices = gate
+    for index in indices:
+        source = guards[index].source
+        if not isinstance(source, ContainsSource):
+            em.source(source, _INDENT)  # type: ignore[arg-type]
     tag = em.temp()
     if isinstance(container, Defaults):
         traced = plan.identity[container.of].__defaults__
