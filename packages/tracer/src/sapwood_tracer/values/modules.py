@@ -65,10 +65,9 @@ def _sharded_by_fsdp2(cls: type) -> bool:
 _FORWARD_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks")
 
 
-def _holds_hooks(tx: Context, d: dict[str, Any], attr: str) -> bool:
-    """Whether the hook dict ``attr`` of a module's ``__dict__`` holds hooks as the trace left
-    it (one registered earlier in the trace counts)."""
-    table = d.get(attr)
+def _holds_hooks(tx: Context, table: Any) -> bool:
+    """Whether the hook dict ``table`` holds hooks as the trace left it (one registered
+    earlier in the trace counts)."""
     known = tx.known(table)
     return bool(known.entries) if isinstance(known, DictValue) else bool(table)
 
@@ -170,7 +169,9 @@ class ModuleValue(Value):
             return tx.call(call, args, kwargs)
         self.check_global_hooks(tx)
         d = module.__dict__
-        if _holds_hooks(tx, d, "_backward_hooks") or _holds_hooks(tx, d, "_backward_pre_hooks"):
+        if _holds_hooks(tx, d.get("_backward_hooks")) or _holds_hooks(
+            tx, d.get("_backward_pre_hooks")
+        ):
             raise Unsupported(
                 f"{self.describe()} with backward hooks",
                 hint="Remove the hooks while compiling, or call the module outside the compiled function.",
@@ -226,8 +227,7 @@ class ModuleValue(Value):
 
     def check_global_hooks(self, tx: Context) -> None:
         for name, table in _global_hook_dicts():
-            known = tx.known(table)  # (one the trace registered counts)
-            if bool(known.entries) if isinstance(known, DictValue) else bool(table):
+            if _holds_hooks(tx, table):
                 raise Unsupported(f"modules while global module hooks ({name}) are registered")
             tx.guard_len(
                 AttrSource(held(torch.nn.modules.module, "torch.nn.modules.module"), name), 0
