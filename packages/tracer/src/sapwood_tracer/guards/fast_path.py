@@ -358,7 +358,8 @@ def emit_guards(
         em.lines.append(f"{_INDENT}    {locate}")
     gates = plan_gates(em, plan, guards)
     moved = {i for _, indices in gates.values() for i in indices}
-    tags = [-1] * len(gates)  # (per slot: the tag of the dict when its checks last passed)
+    slots = {first: slot for slot, first in enumerate(gates)}
+    tags = em.const([-1] * len(gates))  # (per slot: the dict's tag when its checks last passed)
     for step in plan.order:
         if isinstance(step, tuple):
             _emit_batch(em, [guards[i] for i in step[1]], step[1], examples, fail, locate)
@@ -366,8 +367,7 @@ def emit_guards(
         for index in step:
             gate = gates.get(index)
             if gate is not None:
-                _emit_gate(em, plan, guards, gate, em.const(tags), len(tags) - len(gates), fail)
-                del gates[index]
+                _emit_gate(em, plan, guards, gate, tags, slots[index], fail)
                 continue
             if index in moved:
                 continue
