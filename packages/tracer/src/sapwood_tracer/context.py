@@ -59,6 +59,11 @@ class GraphRecorder(Protocol[V]):
         entry makes); refused (``Unsupported``) where that would not be exact."""
         ...
 
+    def symint_input(self, tx: Any, value: int, source: Source) -> V:
+        """A graph input for the int at ``source``, traced as a symbol (``value``: its
+        example)."""
+        ...
+
     def getitem_proxy(self, proxy: Any, index: int) -> Any:
         """A proxy for item ``index`` of a node with several outputs."""
         ...

@@ -569,10 +569,13 @@ def compile(
 
 
 def _loop_item_plan(code: types.CodeType) -> ShapePlan | None:
-    """A resume code continuing a loop body after its ``FOR_ITER`` gets a new item at each
-    iteration: its first trace already makes an int item symbolic (instead of tracing once
-    for the first item's value, then again symbolic)."""
+    """A resume code inside a loop body sees a new item at each iteration: its first trace
+    already makes an int item symbolic (the item ``FOR_ITER`` just took, and the loop's own
+    variables), instead of tracing once for the first item's value, then again symbolic."""
     info = resume_info(code)
-    if info is None or info.loop_item is None:
+    if info is None:
         return None
-    return ShapePlan(None, {}, frozenset({LocalSource(info.loop_item)}))
+    names = (*info.loop_targets, *([info.loop_item] if info.loop_item is not None else []))
+    if not names:
+        return None
+    return ShapePlan(None, {}, frozenset(LocalSource(name) for name in names))

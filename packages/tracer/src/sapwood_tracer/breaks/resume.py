@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,9 @@ class ResumeInfo:
     #: the parameter holding the item a ``FOR_ITER`` just took, when the code resumes a loop
     #: body there (its first trace makes an int item symbolic: every iteration brings another)
     loop_item: str | None = None
+    #: the locals a ``for`` loop around the resume point assigns its items to (an int one is
+    #: symbolic from the first trace, for the same reason)
+    loop_targets: tuple[str, ...] = ()
 
     def original_index(self, index: int) -> int | None:
         """The original's index of the resume code's instruction ``index`` (None: added)."""
@@ -307,9 +311,41 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
         loop_item = f"stack {passed - 1}"
     if not layout.raises:  # (a raising resume code runs eagerly only, it is never traced)
         _infos[code] = ResumeInfo(
-            original, target, layout.cell_names, origins, head_instrs + prologue_instrs, loop_item
+            original,
+            target,
+            layout.cell_names,
+            origins,
+            head_instrs + prologue_instrs,
+            loop_item,
+            _loop_targets(decode(original), target),
         )
     return code
+
+
+def _loop_targets(instructions: Sequence[Any], target: int) -> tuple[str, ...]:
+    """The plain locals that the ``for`` loops whose bodies hold ``target`` store their items
+    in (``for i in ...``, ``for i, x in ...``)."""
+    names: list[str] = []
+    for inst in instructions:
+        if inst.opname != "FOR_ITER" or inst.target is None:
+            continue
+        if not inst.index < target < inst.target:
+            continue
+        at, wanted = inst.index + 1, 1
+        if instructions[at].opname == "UNPACK_SEQUENCE":
+            at, wanted = at + 1, instructions[at].arg
+        while wanted > 0 and at < len(instructions):
+            store = instructions[at]
+            if store.opname == "STORE_FAST":
+                names.append(store.argval)
+                wanted -= 1
+            elif store.opname == "STORE_FAST_STORE_FAST":  # (3.13: two stores in one)
+                names.extend(store.argval)
+                wanted -= 2
+            else:
+                break
+            at += 1
+    return tuple(names)
 
 
 def _prologue_depth(layout: ResumeLayout) -> int:

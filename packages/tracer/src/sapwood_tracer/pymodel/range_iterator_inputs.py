@@ -70,6 +70,8 @@ def next_of_live(tx: Context, it: LiveIteratorValue) -> Value | None:
             tx.guard(GuardKind.CONSTANT_MATCH, DistinctIdsSource(sources), len(sources))
         state = _RangeIteratorState(it.source, rest)
         tx.side_effects.track_state(real, state)
+    elif not isinstance(state, _RangeIteratorState):  # (a loop of the trace read it ahead)
+        return it.next_value(tx)  # (refuses)
     elif state.source != it.source:  # (one object reached two ways: so on later calls)
         tx.guard(GuardKind.ALIAS_MATCH, it.source, state.source)
     if state.taken >= len(state.rest):

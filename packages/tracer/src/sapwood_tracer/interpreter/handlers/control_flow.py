@@ -13,7 +13,9 @@ before its jump.
 
 from __future__ import annotations
 
-from ...values.base import ConstantValue
+from ...pymodel.loop_items import loop_next_of_live
+from ...values.base import ConstantValue, Value
+from ...values.iterators import LiveIteratorValue
 from ..frame import FrameReturn, SymbolicFrame
 from ..instructions import Instruction
 from ..registry import opcode
@@ -79,9 +81,16 @@ def get_iter(frame: SymbolicFrame, inst: Instruction) -> None:
     frame.push(frame.tx.iterate(frame.pop()))
 
 
+def _next_item(frame: SymbolicFrame) -> Value | None:
+    it = frame.peek()
+    if isinstance(it, LiveIteratorValue):  # (read ahead as data, or a ``next`` break)
+        return loop_next_of_live(frame.tx, it)
+    return it.next_value(frame.tx)  # type: ignore[attr-defined]
+
+
 @opcode("FOR_ITER", until=(3, 12))
 def for_iter_311(frame: SymbolicFrame, inst: Instruction) -> None:
-    value = frame.peek().next_value(frame.tx)  # type: ignore[attr-defined]
+    value = _next_item(frame)
     if value is None:
         frame.pop()
         frame.jump(inst)
@@ -91,7 +100,7 @@ def for_iter_311(frame: SymbolicFrame, inst: Instruction) -> None:
 
 @opcode("FOR_ITER", since=(3, 12), until=(3, 13))
 def for_iter_312(frame: SymbolicFrame, inst: Instruction) -> None:
-    value = frame.peek().next_value(frame.tx)  # type: ignore[attr-defined]
+    value = _next_item(frame)
     if value is None:
         frame.pop()
         frame.jump(inst)
@@ -105,7 +114,7 @@ def for_iter_312(frame: SymbolicFrame, inst: Instruction) -> None:
 def for_iter_313(frame: SymbolicFrame, inst: Instruction) -> None:
     # Exhausted: CPython pops the iterator and skips the END_FOR, POP_TOP at the target;
     # here the target runs, with a placeholder for END_FOR to pop and the iterator for POP_TOP.
-    value = frame.peek().next_value(frame.tx)  # type: ignore[attr-defined]
+    value = _next_item(frame)
     if value is None:
         frame.push(ConstantValue(None))
         frame.jump(inst)
