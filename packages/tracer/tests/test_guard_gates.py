@@ -294,3 +294,76 @@ def test_a_global_read_by_grouped_guards_is_the_one_before_the_replayed_write() 
     for i in range(4):
         torch.testing.assert_close(compiled(X), X * (i + 1))
     assert LOG == [0, 1, 2, 3] and COUNT == 4
+
+
+# -- reads that only a gated block needs run only with it ------------------------------------
+
+
+class _CountingDict(dict):
+    reads = 0
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        type(self).reads += 1
+        return super().__getitem__(key)
+
+
+def _gated_program(uses: list[tuple[bool, bool]]) -> list[str]:
+    """A body in the fast path's shape: reads marked for gate ``t1``, the gate, a block that
+    uses some of them, and a result that uses others."""
+    from sapwood_tracer.guards.emitter import GATE, READ_FOR
+
+    lines = [f"    v{i} = D[{i}]{READ_FOR}t1" for i in range(len(uses))]
+    lines.append(f"    if OPEN:{GATE}t1")
+    lines.append("        seen = []")
+    lines += [f"        seen.append(v{i})" for i, (inside, _) in enumerate(uses) if inside]
+    lines.append("        SEEN.extend(seen)")
+    after = [f"v{i}" for i, (_, later) in enumerate(uses) if later]
+    lines.append(f"    return ({''.join(a + ', ' for a in after)})")
+    return lines
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=8), st.booleans())
+def test_reads_only_a_gated_block_uses_move_into_it_and_nothing_changes(uses, open_gate):
+    from sapwood_tracer.guards.emitter import sink_gated_reads
+
+    lines = _gated_program(uses)
+    results = []
+    for body in (
+        [line.split("  #")[0] for line in lines],  # as before: every read before the gate
+        sink_gated_reads(lines),
+    ):
+        _CountingDict.reads = 0
+        seen: list[int] = []
+        scope = {"D": _CountingDict(enumerate(range(100, 100 + len(uses)))), "OPEN": open_gate}
+        scope["SEEN"] = seen
+        exec("def f():\n" + "\n".join(body) + "\n", scope)
+        results.append((scope["f"](), seen, _CountingDict.reads))
+    (before, seen_before, reads_before), (after, seen_after, reads_after) = results
+    assert after == before and seen_after == seen_before
+    # a read the result uses still runs on every call; one only the block uses, only with it
+    needed = sum(1 for _, later in uses if later or open_gate)
+    assert reads_after == needed <= reads_before == len(uses)
+
+
+@pytest.mark.skipif(not versions.instance_dicts_tagged, reason="instance dicts are not gated here")
+def test_a_module_attribute_only_its_guards_read_is_read_only_when_its_dict_changed():
+    norm = torch.nn.LayerNorm(3)
+    compiled = sapwood_tracer.compile(norm, backend=lambda gm, ex: gm.forward)
+    compiled(X)
+    compiled(X)
+    (entry,) = [e for c in _caches() for e in c.entries]
+    lines = [line.strip() for line in entry.fn.__sapwood_source__.splitlines()]
+    gate = next(i for i, line in enumerate(lines) if line.startswith("if t") and " != " in line)
+    # eps and elementwise_affine are read inside the block only: right before the gate are
+    # the dict and its tag, right after it the reads
+    assert lines[gate - 2].endswith(".__dict__") and lines[gate - 1].startswith("t")
+    assert "[k" in lines[gate + 1] and "[k" in lines[gate + 2]
+    norm.eps = 0.5
+    torch.testing.assert_close(compiled(X), norm(X))
+
+
+def _caches():  # type: ignore[no-untyped-def]
+    from sapwood_tracer.api import cache
+
+    return [c for c in cache._caches.values() if c.entries]

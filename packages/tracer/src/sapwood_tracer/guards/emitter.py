@@ -259,7 +259,8 @@ class Emitter:
         raise Unsupported(f"a guard over the source {source}")
 
     def build(self, name: str, body_lines: list[str]) -> Any:
-        text = f"def {name}(L, C, G):\n" + "\n".join(_reuse_locals(body_lines)) + "\n"
+        body = _reuse_locals(sink_gated_reads(body_lines))
+        text = f"def {name}(L, C, G):\n" + "\n".join(body) + "\n"
         # (none of this module's own `__future__` flags: code the entry runs at a graph break,
         # `exec` of a string say, would inherit them)
         compiled = compile(text, f"<sapwood {name}>", "exec", dont_inherit=True)
@@ -272,6 +273,70 @@ class Emitter:
 
 _LOCAL = re.compile(r"\bv\d+\b")
 _DEFINITION = re.compile(r"^\s*(v\d+) = ")
+
+
+#: what :func:`sink_gated_reads` looks for: a read the gate ``n`` of the fast path put
+#: before its block (``"<line>  #read-for n"``), and that block's ``if`` (``"<line>  #gate n"``)
+READ_FOR = "  #read-for "
+GATE = "  #gate "
+
+
+def sink_gated_reads(lines: list[str]) -> list[str]:
+    """``lines`` with each read put before a gated block moved into it where nothing outside
+    that block uses it (the markers removed).
+
+    The fast path reads the values a dict's gated guards look at before the block (see
+    :func:`~sapwood_tracer.guards.fast_path.emit_guards`): later code (the result, replayed
+    writes) must see them as they were before the graph. A read that no later line uses is
+    needed only by the block, so it runs only when the block does. Each ``v<n>`` is assigned
+    once, so a read is used outside the block exactly when its name appears there.
+    """
+    if not any(GATE in line for line in lines):
+        return lines
+    mentions: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        for token in set(_LOCAL.findall(line)):
+            mentions.setdefault(token, []).append(i)
+    reads: dict[str, list[int]] = {}
+    opens: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        if READ_FOR in line:
+            reads.setdefault(line.rsplit(READ_FOR, 1)[1], []).append(i)
+        elif GATE in line:
+            opens[line.rsplit(GATE, 1)[1]] = i
+    moved_into: dict[int, list[int]] = {}  # the gate's line -> the reads put at its start
+    moved: set[int] = set()
+    for gate, at in opens.items():
+        depth = len(lines[at]) - len(lines[at].lstrip())
+        end = at + 1
+        while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > depth:
+            end += 1
+        sunk: list[int] = []
+        for i in reversed(reads.get(gate, [])):
+            match = _DEFINITION.match(lines[i])
+            if match is None:
+                continue
+            inside = set(range(at + 1, end)) | set(sunk) | {i}
+            if all(j in inside for j in mentions.get(match.group(1), ())):
+                sunk.append(i)
+        if sunk:
+            moved_into[at] = sorted(sunk)
+            moved.update(sunk)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if i in moved:
+            continue
+        out.append(_unmarked(line))
+        for j in moved_into.get(i, ()):
+            out.append("    " + _unmarked(lines[j]))
+    return out
+
+
+def _unmarked(line: str) -> str:
+    for marker in (READ_FOR, GATE):
+        if marker in line:
+            return line.rsplit(marker, 1)[0]
+    return line
 
 
 def _reuse_locals(lines: list[str]) -> list[str]:

@@ -55,7 +55,15 @@ from sapwood_graph import (
 )
 
 from .checks import guard_check
-from .emitter import Emitter, Miss, _batch_tensor_checker, _has_float, _is_static_spec
+from .emitter import (
+    GATE,
+    READ_FOR,
+    Emitter,
+    Miss,
+    _batch_tensor_checker,
+    _has_float,
+    _is_static_spec,
+)
 from .sources import (
     ContainsSource,
     DistinctIdsSource,
@@ -397,19 +405,22 @@ def _emit_gate(
     the graph ran (a replayed write may change them); anything else first read inside the
     block is read again by later lines."""
     container, indices = gate
+    tag = em.temp()  # (names the block for the markers, too)
+    first_read = len(em.lines)
     for index in indices:
         source = guards[index].source
         if not isinstance(source, ContainsSource):
             em.source(source, _INDENT)  # type: ignore[arg-type]
-    tag = em.temp()
+    # (a read no later line uses is moved into the block when the entry is built)
+    em.lines[first_read:] = [f"{line}{READ_FOR}{tag}" for line in em.lines[first_read:]]
     if isinstance(container, Defaults):
         traced = plan.identity[container.of].__defaults__
         em.lines.append(f"{_INDENT}{tag} = {em.source(container.of, _INDENT)}.__defaults__")
-        em.lines.append(f"{_INDENT}if {tag} is not {em.const(traced)}:")
+        em.lines.append(f"{_INDENT}if {tag} is not {em.const(traced)}:{GATE}{tag}")
     else:
         table = "G" if container is FRAME_GLOBALS else em.source(container, _INDENT)
         em.lines.append(f"{_INDENT}{tag} = {em.const(dict_version)}({table})")
-        em.lines.append(f"{_INDENT}if {tag} != {tags}[{slot}]:")
+        em.lines.append(f"{_INDENT}if {tag} != {tags}[{slot}]:{GATE}{tag}")
     known = em.reads()
     start = len(em.lines)
     for index in indices:
