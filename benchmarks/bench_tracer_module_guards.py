@@ -18,7 +18,12 @@ interleaved rounds and the ratio is the median of the rounds' ratios. The last t
 are the generated ``sapwood_entry`` alone: its wall time called directly (guards, the C++
 tensor check and the replay), and its own time under cProfile (``tottime``: without the C
 functions it calls, and inflated by the profiler, which slows Python code and not C++; do not
-compare it with dynamo's guards, which are C++).
+compare it with dynamo's guards, which are C++). ``dyn.checked`` is torch.compile again with
+the three guard shortcuts its config marks unsafe turned off (``skip_nnmodule_hook_guards``,
+``skip_no_tensor_aliasing_guards_on_parameters``, ``skip_tensor_guards_with_matching_dict_tags``:
+by default it does not see a hook added after compiling, a parameter passed twice, or a
+parameter changed in place through ``.data``), so that both check the same things; the ratio
+beside it is sapwood's time over that.
 
 Run: ``PYTHONPATH=packages/graph/src:packages/tracer/src python benchmarks/bench_tracer_module_guards.py``
 """
@@ -221,6 +226,7 @@ def _measure(label: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
             ratios.append(times["sapwood"][-1] / times["dynamo"][-1])
         entry = statistics.median(_entry_tottime(ours, x, 500) for _ in range(3))
         entry_wall = _entry_wall(model, x)
+        checked = _dynamo_with_its_checks(model, x)
     modules = sum(1 for _ in model.modules())
     tensors = sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
     result = {
@@ -231,21 +237,60 @@ def _measure(label: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
         "ratio_sapwood_over_dynamo": statistics.median(ratios),
         "entry_wall_us": entry_wall * 1e6,
         "entry_tottime_us": entry * 1e6,
+        "dynamo_checked_us": checked * 1e6 if checked is not None else None,
+        "ratio_sapwood_over_dynamo_checked": (
+            statistics.median(times["sapwood"]) / checked if checked else None
+        ),
     }
     print(
         f"{label:<16}{modules:>8}{tensors:>8}{result['sapwood_us']:>10.1f}us"
         f"{result['dynamo_us']:>10.1f}us{result['ratio_sapwood_over_dynamo']:>8.2f}"
-        f"{result['entry_wall_us']:>10.1f}us{result['entry_tottime_us']:>10.1f}us",
+        f"{result['entry_wall_us']:>10.1f}us{result['entry_tottime_us']:>10.1f}us"
+        + (
+            f"{checked * 1e6:>10.1f}us{result['ratio_sapwood_over_dynamo_checked']:>8.2f}"
+            if checked
+            else ""
+        ),
         flush=True,
     )
     return result
+
+
+#: torch's guard shortcuts that its own config calls unsafe (a hook added or removed after
+#: compiling, a parameter passed twice, a parameter's metadata changed in place, go unseen)
+_DYNAMO_SHORTCUTS = (
+    "skip_nnmodule_hook_guards",
+    "skip_no_tensor_aliasing_guards_on_parameters",
+    "skip_tensor_guards_with_matching_dict_tags",
+)
+
+
+def _dynamo_with_its_checks(model: nn.Module, x: torch.Tensor) -> float | None:
+    """Seconds per call of torch.compile with those shortcuts off, so that it checks what
+    sapwood checks (None where this torch lacks the flags)."""
+    import torch._dynamo.config as config
+
+    if not all(hasattr(config, name) for name in _DYNAMO_SHORTCUTS):
+        return None
+    saved = {name: getattr(config, name) for name in _DYNAMO_SHORTCUTS}
+    try:
+        for name in _DYNAMO_SHORTCUTS:
+            setattr(config, name, False)
+        torch._dynamo.reset()
+        checked = torch.compile(model, backend=_replaying_backend)
+        checked(x)
+        return min(timeit.repeat(lambda: checked(x), number=200, repeat=5)) / 200
+    finally:
+        for name, value in saved.items():
+            setattr(config, name, value)
+        torch._dynamo.reset()
 
 
 def main(out: pathlib.Path) -> dict:
     torch.manual_seed(0)
     print(
         f"{'per call':<16}{'modules':>8}{'tensors':>8}{'sapwood':>12}{'dynamo':>12}"
-        f"{'ratio':>8}{'entry':>12}{'cProfile':>12}"
+        f"{'ratio':>8}{'entry':>12}{'cProfile':>12}{'dyn.checked':>12}{'ratio':>8}"
     )
     result: dict[str, Any] = {
         "resnet50_shape": _measure("resnet50 shape", ResNet50Shape(), torch.randn(2, 3, 16, 16)),
