@@ -18,19 +18,9 @@ from hypothesis import strategies as st
 
 import sapwood_tracer
 
-from .conftest import assert_same
+from .conftest import CountingBackend, assert_same
 
 X = torch.arange(4.0) - 1.5
-
-
-def _counting() -> tuple[list[int], Any]:
-    graphs: list[int] = []
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        graphs.append(len(gm.graph.nodes))
-        return gm.forward
-
-    return graphs, backend
 
 
 def test_a_range_loop_that_breaks_runs_one_graph_per_iteration():
@@ -41,11 +31,11 @@ def test_a_range_loop_that_breaks_runs_one_graph_per_iteration():
             x = x * 0.5
         return x.sin()
 
-    graphs, backend = _counting()
+    backend = CountingBackend()
     compiled = sapwood_tracer.compile(fn, backend=backend)
     assert_same(compiled(X, 12), fn(X, 12))
     # the entry, the body around the break (its index a symbol), the last step
-    assert len(graphs) == 3, graphs
+    assert backend.count == 3, backend.count
     report = sapwood_tracer.explain(fn)(X, 12)
     assert all("next item" not in b.reason for b in report.breaks), str(report)
 
@@ -58,13 +48,13 @@ def test_a_loop_over_a_list_of_tensors_with_its_index_shares_one_graph():
             x = x.cos()
         return x
 
-    graphs, backend = _counting()
+    backend = CountingBackend()
     compiled = sapwood_tracer.compile(fn, backend=backend)
     xs = [torch.randn(4) for _ in range(8)]
     for n in (8, 8, 5):
         assert_same(compiled(X, xs[:n]), fn(X, xs[:n]))
     # two entries (the list's length is guarded), one body graph, one last step
-    assert len(graphs) <= 4, graphs
+    assert backend.count <= 4, backend.count
 
 
 def test_zip_over_a_list_and_a_tuple_that_breaks():
@@ -151,13 +141,13 @@ def test_nested_range_loops_that_break_share_their_graphs_across_trip_counts():
                 print(end="")
         return x
 
-    graphs, backend = _counting()
+    backend = CountingBackend()
     compiled = sapwood_tracer.compile(fn, backend=backend)
     for n, m in ((3, 4), (5, 2), (4, 4)):
         assert_same(compiled(X, n, m), fn(X, n, m))
     # per call an entry (range() specialises on its bound); the inner body, the inner loop's
     # end with the outer loop's next step, and the last step: shared by every call
-    assert len(graphs) <= 3 + 3, graphs
+    assert backend.count <= 3 + 3, backend.count
 
 
 # -- the bound: k breaks on a call, at most k + 1 graphs ---------------------------------------
@@ -211,13 +201,13 @@ def test_a_call_through_k_breaks_in_loops_and_branches_compiles_at_most_k_plus_1
     exec(source, namespace)
     fn = namespace["fn"]
     sapwood_tracer.reset()
-    graphs, backend = _counting()
+    backend = CountingBackend()
     compiled = sapwood_tracer.compile(fn, backend=backend)
     for a, b, n in calls:
         ts = [torch.full((4,), float(v)) for v in range(n)]
         want = fn(X, a, b, ts)
-        before_graphs, before_breaks = len(graphs), _SINK.tell()
+        before_graphs, before_breaks = backend.count, _SINK.tell()
         got = compiled(X, a, b, ts)
         breaks = _SINK.tell() - before_breaks
         assert_same(got, want)
-        assert len(graphs) - before_graphs <= breaks + 1, (source, a, b, n, graphs)
+        assert backend.count - before_graphs <= breaks + 1, (source, a, b, n, backend.count)
