@@ -57,6 +57,22 @@ def test_a_loop_over_a_list_of_tensors_with_its_index_shares_one_graph():
     assert backend.count <= 4, backend.count
 
 
+def test_items_of_changing_shapes_read_ahead_become_dynamic_as_arguments_do():
+    def fn(x, ts):
+        for t in ts:
+            x = x + t.sum()
+            print(end="")
+            x = x * t.mean()
+        return x
+
+    backend = CountingBackend()
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    ts = [torch.randn(k) for k in range(2, 12)]
+    assert_same(compiled(X, ts), fn(X, ts))
+    # the entry, the body for the first length, again with the length a symbol, the last step
+    assert backend.count <= 4, backend.count
+
+
 def test_zip_over_a_list_and_a_tuple_that_breaks():
     def fn(x, xs, scales):
         for t, s in zip(xs, scales):

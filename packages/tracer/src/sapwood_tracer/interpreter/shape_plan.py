@@ -5,7 +5,8 @@ symbolic. The graph bridge asks it for each tensor input and the builder for eac
 recompile policy (:mod:`sapwood_tracer.api.dynamic`) makes the plan on a cache miss.
 
 Eligible inputs are those reached from the call's arguments through items only (arguments,
-and items of the lists, tuples and dicts among them). Module state (parameters, buffers,
+and items of the lists, tuples and dicts among them, and the next item of a loop over an
+argument's iterator, read ahead at a graph break: :mod:`sapwood_tracer.pymodel.loop_items`). Module state (parameters, buffers,
 ints stored on modules or objects) stays static: it does not change between calls, and a
 symbolic hyper-parameter would only cost guards. Dims marked with
 :func:`~sapwood_tracer.mark_dynamic` / :func:`~sapwood_tracer.mark_static` override the
@@ -25,14 +26,19 @@ import torch
 
 from sapwood_graph import ItemSource, LocalSource, Source
 
+from ..guards.sources import ReaderSource
 from ..marks import marked_dims
+from ..pymodel.loop_items import next_item
 
 __all__ = ["ShapePlan", "is_argument_source"]
 
 
 def is_argument_source(source: Source) -> bool:
-    """Reached from the call's arguments through items only (``L['x']``, ``L['xs'][0]``)."""
-    while isinstance(source, ItemSource):
+    """Reached from the call's arguments through items only (``L['x']``, ``L['xs'][0]``,
+    ``next_item(L['stack 0'])[1]``)."""
+    while isinstance(source, ItemSource) or (
+        isinstance(source, ReaderSource) and source.reader is next_item
+    ):
         source = source.base  # type: ignore[assignment]
     return isinstance(source, LocalSource)
 
