@@ -316,8 +316,8 @@ def sink_gated_reads(lines: list[str]) -> list[str]:
             match = _DEFINITION.match(lines[i])
             if match is None:
                 continue
-            inside = set(range(at + 1, end)) | set(sunk) | {i}
-            if all(j in inside for j in mentions.get(match.group(1), ())):
+            uses = mentions.get(match.group(1), ())
+            if all(at < j < end or j == i or j in sunk for j in uses):
                 sunk.append(i)
         if sunk:
             moved_into[at] = sorted(sunk)
