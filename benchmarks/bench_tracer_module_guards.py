@@ -31,6 +31,7 @@ Run: ``PYTHONPATH=packages/graph/src:packages/tracer/src python benchmarks/bench
 from __future__ import annotations
 
 import cProfile
+import inspect
 import json
 import pathlib
 import pstats
@@ -202,7 +203,9 @@ def _entry_wall(model: nn.Module, x: torch.Tensor) -> float:
 
     (cache,) = [c for c in caches._caches.values() if c.entries]
     entry = cache.entries[0].fn
-    frame_args = (model, x)
+    bound = inspect.signature(type(model).forward).bind(model, x)
+    bound.apply_defaults()  # the entry takes every argument in binding order
+    frame_args = tuple(bound.arguments.values())
     scope = type(model).forward.__globals__
     return min(timeit.repeat(lambda: entry(frame_args, (), scope), number=200, repeat=9)) / 200
 

@@ -49,3 +49,20 @@ def test_known_inductor_options_resolve_to_a_backend() -> None:
 def test_unknown_backend_name_raises_unknown_backend_error() -> None:
     with pytest.raises(sapwood_backend.UnknownBackendError):
         resolve_backend("nope")
+
+
+def test_equal_settings_give_one_backend_and_other_settings_another() -> None:
+    # (the tracer serves a call only with cache entries of its own backend: equal settings
+    # must share them, other settings must not)
+    assert resolve_backend("inductor", mode="max-autotune") is resolve_backend(
+        "inductor", mode="max-autotune"
+    )
+    assert resolve_backend("inductor", options={"max_autotune": True}) is resolve_backend(
+        "inductor", options={"max_autotune": True}
+    )
+    assert resolve_backend("inductor", mode="reduce-overhead") is not resolve_backend(
+        "inductor", mode="default"
+    )
+    assert resolve_backend("inductor", mode="max-autotune") is not resolve_backend(
+        "inductor", mode="max-autotune-no-cudagraphs"
+    )

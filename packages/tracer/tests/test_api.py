@@ -53,6 +53,41 @@ def test_cache_is_per_code_object_shared_across_function_objects(backend):
     assert backend.count == 2
 
 
+def test_a_function_compiled_with_another_backend_is_traced_for_it():
+    """Entries serve only calls through a compile with their backend: compiling a function a
+    second time with another backend (another mode) never runs the first one's graphs."""
+    ran: list[str] = []
+
+    def backend_named(name):
+        def backend(gm, example_inputs):
+            def run(*args):
+                ran.append(name)
+                return gm(*args)
+
+            return run
+
+        return backend
+
+    def f(x):
+        return x.sin() + 1
+
+    first = sapwood_tracer.compile(f, backend=backend_named("first"))
+    second = sapwood_tracer.compile(f, backend=backend_named("second"))
+    strict = sapwood_tracer.compile(f, backend=backend_named("first"), fullgraph=True)
+    for compiled in (first, second, first, second, strict):
+        torch.testing.assert_close(compiled(X), X.sin() + 1)
+    assert ran == ["first", "second", "first", "second", "first"]
+
+
+def test_compiling_again_with_the_same_backend_shares_the_entries(backend):
+    def f(x):
+        return x.cos()
+
+    for _ in range(3):
+        sapwood_tracer.compile(f, backend=backend)(X)
+    assert backend.count == 1
+
+
 def test_varargs_and_varkw_signatures(backend):
     def fn(*xs, **kw):
         return sum(xs) * kw.get("k", 1)

@@ -116,6 +116,18 @@ def test_a_sys_attribute_deleted_is_gone_in_the_trace_and_after():
     assert _compiled(f)() == expected and not hasattr(sys, "sapwood_test_spam")
 
 
+def test_an_attribute_sys_had_before_the_call_written_and_deleted_is_gone_in_the_trace():
+    def f() -> Any:
+        sys.sapwood_test_spam = 1
+        del sys.sapwood_test_spam
+        return hasattr(sys, "sapwood_test_spam")
+
+    compiled = _compiled(f)
+    for _ in range(2):
+        sys.sapwood_test_spam = 5
+        assert compiled() is False and not hasattr(sys, "sapwood_test_spam")
+
+
 def test_deleting_an_attribute_sys_had_at_the_call_is_guarded_on_it():
     def f() -> Any:
         try:

@@ -90,11 +90,28 @@ def resolve_backend(
 
     patches = dict(MODES[mode]) if mode is not None else dict(options or {})
     _check_options(patches)
-    if mode in _USES_TREES:
+    trees = mode in _USES_TREES
+    # one backend per configuration: compiles with equal settings share cache entries (the
+    # tracer serves a call only with entries of its own backend)
+    key: tuple[Any, ...] | None = (trees, *sorted(patches.items()))
+    try:
+        made = _MADE.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an option value that cannot be hashed: a backend of its own
+        made, key = None, None
+    if made is not None:
+        return made
+    if trees:
         from .cudagraphs import inductor_on_trees
 
-        return inductor_on_trees(patches)
-    return inductor_with(patches)
+        made = inductor_on_trees(patches)
+    else:
+        made = inductor_with(patches)
+    if key is not None:
+        _MADE[key] = made
+    return made
+
+
+_MADE: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
 
 def torch_backend(mode: str = "reduce-overhead") -> Callable[..., Any]:

@@ -4,7 +4,9 @@ Invariants:
 
 * Entries are kept per code object, so every function object sharing a code (closures made
   repeatedly, methods of several instances) shares them; the guards tell the variants apart.
-* Entries are tried in insertion order; the first whose guards hold runs.
+* Entries are tried in insertion order; the first whose guards hold runs. A call tries only
+  the entries of its own compile (the same backend and ``fullgraph``): a function compiled
+  again with another backend or mode is traced for it, never served by the other's graphs.
 * An entry refers to the functions, classes and Python modules it checks by identity
   weakly; when one dies, the entry leaves its cache (an ``id`` it compares could be reused).
 * Once a code has ``RECOMPILE_LIMIT`` entries, a call that matches none runs eagerly; the
@@ -47,6 +49,7 @@ __all__ = [
     "CodeCache",
     "RecompileLimitWarning",
     "cache_for",
+    "compile_key",
     "reset",
 ]
 
@@ -91,6 +94,9 @@ class CacheEntry:
     #: the functions, classes and Python modules the entry refers to weakly: when one dies,
     #: the entry is dropped from its cache (:meth:`CodeCache.add`)
     weak_targets: list[WeakHandle] = field(default_factory=list)
+    #: the compile the entry belongs to (its backend and ``fullgraph``, see
+    #: :func:`compile_key`): it serves only calls through a compile with the same key
+    key: Any = None
     _watchers: list[weakref.ref[Any]] = field(default_factory=list, repr=False)
 
     def describe_guard(self, index: int) -> str:
@@ -217,6 +223,20 @@ def count_break_cost(code: types.CodeType, entry: CacheEntry) -> None:
         cache_for(info.original).recompile_cost += cost + len(entry.guards)
     else:
         cache_for(info.original).break_cost += cost
+
+
+_keys: dict[tuple[int, bool], tuple[Any, object]] = {}
+
+
+def compile_key(backend: Any, fullgraph: bool) -> object:
+    """The key of the cache entries that compiles with ``backend`` and ``fullgraph`` share
+    (:attr:`CacheEntry.key`): one object per pair, compared by identity on every call."""
+    known = _keys.get((id(backend), fullgraph))
+    if known is not None and known[0] is backend:
+        return known[1]
+    key = object()
+    _keys[(id(backend), fullgraph)] = (backend, key)
+    return key
 
 
 def lookup(code: types.CodeType) -> CodeCache | None:

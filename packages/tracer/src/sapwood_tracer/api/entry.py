@@ -132,12 +132,13 @@ def _compiled_function(
     bind = _binder(fn)
     lookup = _cache.lookup
     runtime = None if fullgraph else _break_runtime(backend, dynamic)
+    key = _cache.compile_key(backend, fullgraph)
 
     def eager(L: tuple[Any, ...]) -> Any:
         return fn(*L) if _plain(code) else _call_bound(fn, L)
 
     def miss(L: tuple[Any, ...]) -> Any:
-        return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic)
+        return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic, key)
 
     if receiver is None:
 
@@ -146,9 +147,10 @@ def _compiled_function(
             cache = lookup(code)
             if cache is not None:
                 for entry in cache.entries:
-                    result = entry.fn(L, closure, f_globals)
-                    if type(result) is not Miss:
-                        return result
+                    if entry.key is key:
+                        result = entry.fn(L, closure, f_globals)
+                        if type(result) is not Miss:
+                            return result
             return miss(L)
 
         functools.update_wrapper(wrapper, fn)
@@ -160,9 +162,10 @@ def _compiled_function(
         cache = lookup(code)
         if cache is not None:
             for entry in cache.entries:
-                result = entry.fn(L, closure, f_globals)
-                if type(result) is not Miss:
-                    return result
+                if entry.key is key:
+                    result = entry.fn(L, closure, f_globals)
+                    if type(result) is not Miss:
+                        return result
         return miss(L)
 
     return method
@@ -176,10 +179,12 @@ def _miss(
     backend: Any,
     runtime: BreakRuntime | None,
     eager: Callable[[tuple[Any, ...]], Any],
-    dynamic: bool | None = None,
+    dynamic: bool | None,
+    key: object,
 ) -> Any:
-    """No cache entry of ``code`` took the call: run one that does, trace a new one, or
-    (past the recompile limit, or for code that cannot be traced) run eagerly."""
+    """No cache entry of ``code`` for the compile ``key`` took the call: run one that does,
+    trace a new one, or (past the recompile limit, or for code that cannot be traced) run
+    eagerly."""
     cache = _cache.cache_for(code)
     if cache.eager_reason is not None:
         if runtime is None:  # fullgraph=True: a whole graph was asked for
@@ -203,13 +208,14 @@ def _miss(
         _events.skipped(code, reason)
         return eager(L)
     failed = []
-    for entry in cache.entries:
+    own = [entry for entry in cache.entries if entry.key is key]
+    for entry in own:
         result = entry.fn(L, closure, f_globals)
         if type(result) is not Miss:
             return result
         failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
     cache.note_failures(failed)
-    if len(cache.entries) >= _cache.limit_for(code):
+    if len(own) >= _cache.limit_for(code):
         cache.warn_limit(code)
         return eager(L)
     if failed:
@@ -221,8 +227,8 @@ def _miss(
         return _fall_back(code, cache, Unsupported(too_costly), eager, L)
     try:
         # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
-        shape_plan = plan_after_miss(code, cache.entries, L, closure, f_globals, dynamic)
-        if not cache.entries and dynamic is None:
+        shape_plan = plan_after_miss(code, own, L, closure, f_globals, dynamic)
+        if not own and dynamic is None:
             shape_plan = _loop_item_plan(code) or shape_plan
         entry = capture(
             code,
@@ -251,6 +257,7 @@ def _miss(
         # handler: the user's code must not see sapwood's error in sys.exc_info().)
         forget_frames(failure, sys.exc_info()[1])
         return _fall_back(code, cache, failure, eager, L)
+    entry.key = key
     added = cache.add(entry)
     _cache.count_break_cost(code, entry)
     _events.captured(code, entry)
@@ -295,6 +302,7 @@ def _fall_back(
 
 _runtimes: dict[tuple[int, bool | None], tuple[Any, BreakRuntime]] = {}
 
+
 # Callees from these places run eagerly at a graph break instead of being compiled on their
 # own: the standard library, torch itself and sapwood (model code from installed packages,
 # e.g. transformers, is compiled: site-packages sits inside the standard library's folder).
@@ -321,11 +329,11 @@ _resume_depth = [0]
 def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
     """The functions break entries call to go on, for ``backend`` and the ``dynamic`` policy
     (one set per pair: resume functions and broken callees compile like their caller)."""
-    key = (id(backend), dynamic)
-    known = _runtimes.get(key)
+    known = _runtimes.get((id(backend), dynamic))
     if known is not None and known[0] is backend:
         return known[1]
     wrappers: weakref.WeakKeyDictionary[Any, Callable[..., Any]] = weakref.WeakKeyDictionary()
+    key = _cache.compile_key(backend, False)
 
     def run_code(
         code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
@@ -345,14 +353,15 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
             cache = _cache.lookup(code)
             if cache is not None:
                 for entry in cache.entries:
-                    result = entry.fn(L, C, G)
-                    if type(result) is not Miss:
-                        return result
+                    if entry.key is key:
+                        result = entry.fn(L, C, G)
+                        if type(result) is not Miss:
+                            return result
 
             def eager(L: tuple[Any, ...]) -> Any:
                 return run_eagerly(code, L, C, G)
 
-            return _miss(code, C, G, L, backend, runtime, eager, dynamic)
+            return _miss(code, C, G, L, backend, runtime, eager, dynamic, key)
         finally:
             _resume_depth[0] -= 1
 
@@ -378,7 +387,7 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
         return compiled(fn, *args, **kwargs)  # the module's forward, with the module as self
 
     runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)
-    _runtimes[key] = (backend, runtime)
+    _runtimes[(id(backend), dynamic)] = (backend, runtime)
     return runtime
 
 

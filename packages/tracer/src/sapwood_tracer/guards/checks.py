@@ -37,9 +37,11 @@ def guard_check(em: Emitter, guard: Guard, indent: str) -> str:
         if obj is None:
             raise Unsupported(f"an identity guard on {source} whose object is not held")
         if isinstance(obj, WeakHandle):
-            # (sound: the entry is dropped when the object dies, before its id is reused)
+            # (sound: the entry is dropped when the object dies, so the reference is live
+            # whenever the check runs; calling it, unlike ``id()``, raises no audit event,
+            # which costs a call into every audit hook a library installed)
             em.weak_targets.append(obj)
-            return f"id({value}) == {em.const(obj.obj_id)}"
+            return f"{value} is {em.const(obj.ref)}()"
         return f"{value} is {em.const(obj)}"
     if kind is GuardKind.CONSTANT_MATCH:
         if expected is None or isinstance(expected, bool):

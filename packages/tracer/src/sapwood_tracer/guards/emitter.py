@@ -47,6 +47,7 @@ from sapwood_graph import (
 from ..errors import Unsupported
 from ..pinned import BUILTINS
 from .sources import (
+    CellAtSource,
     ContainsSource,
     DistinctIdsSource,
     GlobalStateSource,
@@ -66,9 +67,15 @@ from .sources import (
     make_view_leaf,
 )
 
-__all__ = ["Emitter", "Miss"]
+__all__ = ["Emitter", "Miss", "address"]
 
 _dispatch_keys = torch._C._dispatch_keys
+
+#: An object's address as a hash (CPython's default ``__hash__``, which a class's own
+#: ``__hash__`` does not replace here): a rotation of the address, so two live objects get
+#: equal values exactly when they are one object, as with ``id``. Unlike ``id`` it raises no
+#: audit event, which costs a call into every audit hook a library installed (filelock does).
+address = object.__hash__
 
 
 def _has_float(value: Any) -> bool:
@@ -128,6 +135,7 @@ class Emitter:
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
             "_same_constant": _same_constant,
+            "_address": address,
         }
         self.lines: list[str] = []
         self._by_source: dict[Source, str] = {}
@@ -195,17 +203,19 @@ class Emitter:
             if isinstance(source.of, FunctionSource):
                 return f"C[{self.freevars[source.cell_name]}].cell_contents"
             base = self.source(source.of, indent)
+            if isinstance(source, CellAtSource):
+                return f"{base}.__closure__[{int(source.index)}].cell_contents"
             return f"_closure_cell({base}, {self.const(source.cell_name)})"
         if isinstance(source, DistinctIdsSource):
             parts = [self.source(s, indent) for s in source.sources]
-            return "len({" + ", ".join(f"id({p})" for p in parts) + "})"
+            return "len({" + ", ".join(f"_address({p})" for p in parts) + "})"
         base_source = source.base
         if base_source is None:
             raise Unsupported(f"a guard over the source {source}")
         base = self.source(base_source, indent)
         if isinstance(source, AttrSource):
-            if source.attr == "__dict__":
-                return f"{base}.__dict__"
+            if source.attr in ("__dict__", "__defaults__", "__kwdefaults__"):
+                return f"{base}.{source.attr}"
             store = self.member_stores.get(source)
             readable = self.instance_attrs.get(base_source)
             if readable is not None and (store or source.attr) in readable:
@@ -222,9 +232,13 @@ class Emitter:
         if isinstance(source, TypeSource):
             return f"type({base})"
         if isinstance(source, DefaultArgSource):
+            # (the tuple or dict read once per call: reading either raises an audit event,
+            # a call into every audit hook a library installed)
             if isinstance(source.index, str):
-                return f"{base}.__kwdefaults__[{self.const(source.index)}]"
-            return f"{base}.__defaults__[{int(source.index)}]"
+                table = self.source(AttrSource(base_source, "__kwdefaults__"), indent)
+                return f"{table}[{self.const(source.index)}]"
+            table = self.source(AttrSource(base_source, "__defaults__"), indent)
+            return f"{table}[{int(source.index)}]"
         if isinstance(source, LenSource):
             return f"len({base})"
         if isinstance(source, LeafViewSource):

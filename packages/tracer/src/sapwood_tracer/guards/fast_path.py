@@ -41,7 +41,9 @@ descriptor is not replaced after compiling.
 from __future__ import annotations
 
 import math
+import operator
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -63,6 +65,7 @@ from .emitter import (
     _batch_tensor_checker,
     _has_float,
     _is_static_spec,
+    address,
 )
 from .sources import (
     ContainsSource,
@@ -415,8 +418,8 @@ def _emit_gate(
     em.lines[first_read:] = [f"{line}{READ_FOR}{tag}" for line in em.lines[first_read:]]
     if isinstance(container, Defaults):
         traced = plan.identity[container.of].__defaults__
-        em.lines.append(f"{_INDENT}{tag} = {em.source(container.of, _INDENT)}.__defaults__")
-        em.lines.append(f"{_INDENT}if {tag} is not {em.const(traced)}:{GATE}{tag}")
+        defaults = em.source(AttrSource(container.of, "__defaults__"), _INDENT)
+        em.lines.append(f"{_INDENT}if {defaults} is not {em.const(traced)}:{GATE}{tag}")
     else:
         table = "G" if container is FRAME_GLOBALS else em.source(container, _INDENT)
         em.lines.append(f"{_INDENT}{tag} = {em.const(dict_version)}({table})")
@@ -464,10 +467,11 @@ def _emit_distinct_ids(
 ) -> bool:
     """The no-aliasing check of the tensor inputs, with a fast path for module tensors.
 
-    Parameters and buffers are usually the very objects traced: when their ``id``s equal the
-    traced ones (pairwise distinct ints), they are pairwise distinct, and only the other
-    inputs need checking (against each other and against those ids). Otherwise every input
-    is checked, as the guard says. Returns False where the generic check applies.
+    Parameters and buffers are usually the very objects traced: when each is the tensor its
+    weak reference from the trace gives (those were pairwise distinct), they are pairwise
+    distinct, and only the other inputs need checking (against each other and against the
+    traced addresses). Otherwise every input is checked, as the guard says. Returns False where the
+    generic check applies.
     """
     source = guard.source
     if not (
@@ -485,18 +489,24 @@ def _emit_distinct_ids(
     traced = tuple(id(examples[s]) for s in fixed)
     if len(set(traced)) != len(traced):
         return False
+    refs = tuple(weakref.ref(examples[s]) for s in fixed)
     values = [em.source(s, _INDENT) for s in source.sources]
     fixed_values = ", ".join(em.source(s, _INDENT) for s in fixed)
-    every = ", ".join(f"id({v})" for v in values)
-    em.lines.append(f"{_INDENT}if tuple(map(id, ({fixed_values},))) != {em.const(traced)}:")
+    every = ", ".join(f"_address({v})" for v in values)
+    # each fixed tensor is the very one traced (a dead one's reference gives None): compared
+    # in C through the weak references, with no ``id()`` per tensor (an audit event each)
+    is_same, call = em.const(operator.is_), em.const(operator.call)
+    em.lines.append(
+        f"{_INDENT}if not all(map({is_same}, ({fixed_values},), map({call}, {em.const(refs)}))):"
+    )
     em.lines.append(f"{_INDENT}    if len({{{every}}}) != {len(values)}:")
     em.lines.append(f"{_INDENT}        return {fail}[{index}]")
     if free:
-        known = em.const(frozenset(traced))
+        known = em.const(frozenset(address(examples[s]) for s in fixed))
         free_values = [em.source(s, _INDENT) for s in free]
-        tests = [f"id({v}) in {known}" for v in free_values]
+        tests = [f"_address({v}) in {known}" for v in free_values]
         if len(free_values) > 1:
-            ids = ", ".join(f"id({v})" for v in free_values)
+            ids = ", ".join(f"_address({v})" for v in free_values)
             tests.append(f"len({{{ids}}}) != {len(free_values)}")
         em.lines.append(f"{_INDENT}elif {' or '.join(tests)}:")
         em.lines.append(f"{_INDENT}    return {fail}[{index}]")

@@ -18,9 +18,10 @@ from typing import Any, TypeVar, dataclass_transform
 
 import torch
 
-from sapwood_graph import Source
+from sapwood_graph import ClosureCellSource, Source
 
 __all__ = [
+    "CellAtSource",
     "ContainsSource",
     "DistinctIdsSource",
     "GlobalStateSource",
@@ -122,6 +123,20 @@ class HeldObjectSource(_Printable):
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return self.target
+
+
+@dataclasses.dataclass(frozen=True, slots=True, repr=False)
+class CellAtSource(ClosureCellSource):
+    """A closure cell whose position in the function's ``__closure__`` the trace saw.
+
+    Read as ``of.__closure__[index].cell_contents``: a function's closure tuple cannot be
+    replaced, so for the function guarded by identity (whose code the trace assumes, as for
+    any function it inlined) the position found when tracing stays right. Looking the name up
+    instead reads ``__code__``, which raises an audit event (a call into every audit hook a
+    library installed) on every check.
+    """
+
+    index: int
 
 
 @_frozen

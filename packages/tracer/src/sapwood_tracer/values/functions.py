@@ -14,10 +14,10 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from sapwood_graph import AttrSource, ClosureCellSource, DefaultArgSource, Source
+from sapwood_graph import AttrSource, DefaultArgSource, Source
 
 from ..errors import TracedException, Unsupported
-from ..guards.sources import HasAttrSource
+from ..guards.sources import CellAtSource, HasAttrSource
 from .base import ConstantValue, Context, Value, attribute_missing, is_constant_type
 
 __all__ = [
@@ -166,8 +166,8 @@ class UserFunctionValue(FunctionValue):
         assert self.source is not None
         closure = self.fn.__closure__ or ()
         return tuple(
-            tx.real_cell(cell, ClosureCellSource(self.source, name))
-            for cell, name in zip(closure, self.code.co_freevars)
+            tx.real_cell(cell, CellAtSource(self.source, name, index))
+            for index, (cell, name) in enumerate(zip(closure, self.code.co_freevars))
         )
 
     def getattr(self, tx: Context, name: str) -> Value:

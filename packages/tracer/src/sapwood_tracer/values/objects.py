@@ -494,7 +494,9 @@ class PyModuleValue(Value):
 
     def getattr(self, tx: Context, name: str) -> Value:
         written, pending = pending_module_attribute(tx, self.module, name)
-        if written and pending is not None:
+        if written:
+            if pending is None:  # deleted in the trace (sys has no module ``__getattr__``)
+                raise attribute_missing(self.describe(), name)
             return pending
         try:
             attr = getattr(self.module, name)
