@@ -74,7 +74,7 @@ from ..values.objects import (
     ObjectValue,
     PyModuleValue,
 )
-from ..values.ordered_dataclasses import OrderedDataclassValue
+from ..values.ordered_dataclasses import OrderedDataclassValue, rebuild_expression
 from ..values.partials import PartialValue
 from ..values.real_iterators import RealRangeIteratorValue, advance
 from ..values.runtime_objects import LockValue
@@ -556,11 +556,10 @@ def _emit_value(
         parts = [_emit(em, v, collector, built, indent) for v in value.items]
         expr = f"{em.const(collections.deque)}([{', '.join(parts)}], {value.maxlen!r})"
     elif isinstance(value, OrderedDataclassValue):
-        pairs = [
-            f"{em.const(k)}: {_emit(em, v, collector, built, indent)}"
-            for k, v in value.rebuild_kwargs().items()
-        ]
-        expr = f"{em.const(value.cls)}(**{{{', '.join(pairs)}}})"
+        parts = {
+            k: _emit(em, v, collector, built, indent) for k, v in value.rebuild_kwargs().items()
+        }
+        expr = rebuild_expression(em.const, value, parts)
     elif isinstance(value, ExceptionValue):
         args = [_emit(em, v, collector, built, indent) for v in value.args]
         pairs = [

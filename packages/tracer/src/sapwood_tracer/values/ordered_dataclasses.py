@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import TracedException, Unsupported
@@ -32,6 +34,7 @@ __all__ = [
     "OrderedDataclassValue",
     "is_model_output_class",
     "is_ordered_dataclass",
+    "rebuild_expression",
     "stored_keys",
 ]
 
@@ -244,3 +247,82 @@ class OrderedDataclassValue(Value):
 
     def rebuild_kwargs(self) -> dict[str, Value]:
         return dict(self.items())
+
+
+#: per class: whether :func:`_fresh` makes what its constructor makes (found on its first
+#: rebuild, which calls the constructor)
+_FAST: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _fresh(cls: type, names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """What a ``ModelOutput`` class's constructor makes of these field values, without its
+    code: every field an attribute, in field order, and the fields that are not ``None``
+    entries, in field order (each ``__setattr__`` of the dataclass ``__init__`` stores both;
+    ``__post_init__`` stores them again in place)."""
+    obj = collections.OrderedDict.__new__(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+        if value is not None:
+            collections.OrderedDict.__setitem__(obj, name, value)
+    return obj
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    attrs_a = object.__getattribute__(a, "__dict__")
+    attrs_b = object.__getattribute__(b, "__dict__")
+    items_a = list(collections.OrderedDict.items(a))
+    items_b = list(collections.OrderedDict.items(b))
+    return (
+        type(a) is type(b)
+        and list(attrs_a) == list(attrs_b)
+        and all(attrs_a[k] is attrs_b[k] for k in attrs_a)
+        and [k for k, _ in items_a] == [k for k, _ in items_b]
+        and all(x is y for (_, x), (_, y) in zip(items_a, items_b))
+    )
+
+
+def rebuild_model_output(cls: type, names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """``cls(**fields that are not None)``. The first rebuild of a class calls the
+    constructor and checks that :func:`_fresh` makes the same object; later ones use
+    :func:`_fresh` where it did (the constructor calls ``fields()`` once per field and
+    again in ``__post_init__``: tens of microseconds a call)."""
+    fast = _FAST.get(cls)
+    if fast:
+        return _fresh(cls, names, values)
+    obj = cls(**{n: v for n, v in zip(names, values) if v is not None})
+    if fast is None:
+        try:
+            _FAST[cls] = _same_state(obj, _fresh(cls, names, values))
+        except Exception:  # (a class whose instances refuse the direct stores)
+            _FAST[cls] = False
+    return obj
+
+
+_PLAIN_FIRST = (str, bytes, int, float, complex, bool, type(None))
+
+
+def rebuild_expression(const: Callable[[Any], str], value: Any, parts: dict[str, str]) -> str:
+    """The expression that rebuilds ``value`` (an :class:`OrderedDataclassValue` made in
+    the trace) from ``parts``, the expressions of its fields that are not ``None``."""
+    from .tensors import TensorValue
+
+    cls = value.cls
+    names = [f.name for f in dataclasses.fields(cls)]
+    base = next((k for k in cls.__mro__ if "to_tuple" in vars(k)), None)
+    first = value.fields[names[0]] if names else None
+    others_set = any(not _is_none(value.fields[n]) for n in names[1:])
+    # ``__post_init__`` only sets the entries again, unless the first field alone is set and
+    # is neither a tensor nor a plain constant (then it may unpack it as key/value pairs)
+    plain_first = isinstance(first, TensorValue) or (
+        isinstance(first, ConstantValue) and type(first.value) in _PLAIN_FIRST
+    )
+    if (
+        is_model_output_class(cls)
+        and base is not None
+        and getattr(cls, "__post_init__", None) is getattr(base, "__post_init__", 0)
+        and (others_set or plain_first)
+    ):
+        args = "".join(f"{parts.get(n, 'None')}, " for n in names)
+        return f"{const(rebuild_model_output)}({const(cls)}, {const(tuple(names))}, ({args}))"
+    pairs = ", ".join(f"{const(k)}: {p}" for k, p in parts.items())
+    return f"{const(cls)}(**{{{pairs}}})"
