@@ -230,13 +230,23 @@ _keys: dict[tuple[int, bool], tuple[Any, object]] = {}
 
 def compile_key(backend: Any, fullgraph: bool) -> object:
     """The key of the cache entries that compiles with ``backend`` and ``fullgraph`` share
-    (:attr:`CacheEntry.key`): one object per pair, compared by identity on every call."""
+    (:attr:`CacheEntry.key`): one object per pair, compared by identity on every call. The
+    backend is held weakly where it can be (a backend made for one model, e.g. DDP's, may
+    hold that model)."""
     known = _keys.get((id(backend), fullgraph))
-    if known is not None and known[0] is backend:
+    if known is not None and _held(known[0]) is backend:
         return known[1]
     key = object()
-    _keys[(id(backend), fullgraph)] = (backend, key)
+    try:
+        held: Any = weakref.ref(backend)
+    except TypeError:
+        held = backend
+    _keys[(id(backend), fullgraph)] = (held, key)
     return key
+
+
+def _held(held: Any) -> Any:
+    return held() if type(held) is weakref.ref else held
 
 
 def lookup(code: types.CodeType) -> CodeCache | None:
