@@ -52,6 +52,11 @@ _OWN_METHODS = ("__getitem__", "__setitem__", "__setattr__", "__delitem__", "__c
 _INHERITED = ("keys", "values", "items", "__iter__", "__len__", "__reversed__", "__getattribute__")
 
 
+def _output_base(cls: type) -> type | None:
+    """The class in ``cls``'s MRO that defines ``to_tuple`` (``ModelOutput`` for its kind)."""
+    return next((k for k in cls.__mro__ if "to_tuple" in vars(k)), None)
+
+
 def is_model_output_class(cls: type) -> bool:
     """Whether instances of ``cls`` behave as the value models them: a dataclass whose base
     defining ``to_tuple`` is Hugging Face's ``ModelOutput`` (an ``OrderedDict`` subclass),
@@ -59,7 +64,7 @@ def is_model_output_class(cls: type) -> bool:
     or ``__bool__``."""
     if not is_ordered_dataclass(cls):
         return False
-    base = next((k for k in cls.__mro__ if "to_tuple" in vars(k)), None)
+    base = _output_base(cls)
     if (
         base is None
         or base.__name__ != "ModelOutput"
@@ -308,7 +313,7 @@ def rebuild_expression(const: Callable[[Any], str], value: Any, parts: dict[str,
 
     cls = value.cls
     names = [f.name for f in dataclasses.fields(cls)]
-    base = next((k for k in cls.__mro__ if "to_tuple" in vars(k)), None)
+    base = _output_base(cls)
     first = value.fields[names[0]] if names else None
     others_set = any(not _is_none(value.fields[n]) for n in names[1:])
     # ``__post_init__`` only sets the entries again, unless the first field alone is set and
