@@ -88,6 +88,31 @@ def test_pieces_are_compiled_on_their_first_call_only():
     )
 
 
+def test_pieces_keep_the_front_ends_marks_on_their_inputs_and_not_on_intermediates():
+    gm, examples, _ = chain([4, 8, 8, 8])
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            node.meta["layout_guarded"] = True
+            node.meta["static_input"] = node.name != "x"
+    inner = CountingBackend()
+    compiled = split_at_buckets(inner, bucket_cap_bytes=1, first_bucket_cap_bytes=1)(gm, examples)
+    compiled(*examples)
+    outer = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
+    seen_intermediate = False
+    for piece, _ in inner.graphs:
+        for node in piece.graph.nodes:
+            if node.op != "placeholder":
+                continue
+            if node.name in outer:
+                assert node.meta.get("layout_guarded") is True
+                assert bool(node.meta.get("static_input")) == (node.name != "x")
+            else:  # an output of an earlier piece: nothing guards it
+                seen_intermediate = True
+                assert not node.meta.get("layout_guarded")
+                assert not node.meta.get("static_input")
+    assert seen_intermediate
+
+
 def test_parameters_that_fit_one_bucket_leave_the_graph_whole():
     gm, examples, _ = chain([4, 8, 8])
     inner = CountingBackend()

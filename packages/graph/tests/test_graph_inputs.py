@@ -176,3 +176,22 @@ def test_a_derived_input_takes_the_callers_fake_and_gets_no_guard():
     assert not og.guards.about(derived)
     with pytest.raises(GraphInputError):
         og.create_derived_input(derived, t[:, None], fake)
+
+
+def test_only_inputs_whose_guard_fixes_every_size_and_stride_are_marked_layout_guarded():
+    og = OutputGraph()
+    fixed = og.create_graph_input(X, torch.randn(4, 3).t())
+    dynamic = og.create_graph_input(LocalSource("y"), torch.randn(5, 3), dynamic_dims=[0])
+    number = og.create_graph_input(LocalSource("n"), 3)
+    t = torch.randn(2, 2)
+    derived = og.create_derived_input(
+        LocalSource("leaf"),
+        t,
+        og.create_graph_input(LocalSource("z"), t).node.meta["example_value"],
+    )
+    assert fixed.node.meta.get("layout_guarded") is True
+    (guard,) = og.guards.about(X)
+    assert guard.expected.stride == (1, 3)  # the marked promise is this guard's
+    assert not dynamic.node.meta.get("layout_guarded")
+    assert not number.node.meta.get("layout_guarded")
+    assert not derived.node.meta.get("layout_guarded")  # no guard of its own

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import torch
 
+from .input_asserts import guarded_layouts, leaves_out_input_asserts, without_input_asserts
 from .registry import register_backend
 
 __all__ = ["aot_eager", "eager", "inductor", "inductor_with", "static_top_level_inputs"]
@@ -105,6 +106,7 @@ def _inner_with_static_inputs(
     *,
     top_level_count: int,
     top_level_static: dict[int, tuple[tuple[int, ...], torch.dtype]],
+    layouts: tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...] | None = None,
     **kwargs: Any,
 ) -> Any:
     """``compile_fx_inner`` told which inputs of a forward or inference graph are module state.
@@ -115,6 +117,10 @@ def _inner_with_static_inputs(
     then the front end's inputs in order; an index is passed on only when the tensor there
     still matches the front end's example (a deduplicated input shifts the rest, and then
     nothing is claimed). Inductor itself drops a static input that is not aligned.
+
+    Where the front end checks every input's sizes and strides before each call
+    (``layouts``), the code is generated without Inductor's own input asserts (see
+    :mod:`.input_asserts`).
     """
     from torch._inductor.compile_fx import compile_fx_inner
 
@@ -130,6 +136,9 @@ def _inner_with_static_inputs(
             if all(type(d) is int for d in dims) and dims == shape:
                 static.add(lifted + index)
         kwargs["static_input_idxs"] = tuple(sorted(static))
+    if leaves_out_input_asserts(layouts, example_inputs, kwargs.get("is_backward", False)):
+        with without_input_asserts():
+            return compile_fx_inner(gm, example_inputs, **kwargs)
     return compile_fx_inner(gm, example_inputs, **kwargs)
 
 
@@ -143,8 +152,9 @@ def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[...,
         from torch._inductor.compile_fx import compile_fx
 
         static = static_top_level_inputs(gm, example_inputs)
+        layouts = guarded_layouts(gm, example_inputs)
         extra: dict[str, Any] = {}
-        if static:  # their shapes and dtypes only: the compiled code must not keep examples
+        if static or layouts:  # sizes, strides, dtypes only: the code must not keep examples
             extra["inner_compile"] = functools.partial(
                 _inner_with_static_inputs,
                 top_level_count=len(example_inputs),
@@ -153,6 +163,7 @@ def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[...,
                     for i in sorted(static)
                     if all(type(d) is int for d in example_inputs[i].shape)
                 },
+                layouts=layouts,
             )
         compiled = compile_fx(gm, list(example_inputs), config_patches=patches or None, **extra)
         return cast(Callable[..., Any], compiled)

@@ -201,16 +201,20 @@ def _compile_pieces(
     if "tuple_return" in inspect.signature(split_module).parameters:
         options["tuple_return"] = True  # every piece returns a tuple, as backends expect
     split = split_module(gm, gm, lambda node: piece_of[node], **options)
-    static = {
-        n.name for n in gm.graph.nodes if n.op == "placeholder" and n.meta.get("static_input")
+    # a piece's placeholder named after one of the graph's keeps what the front end said of it
+    # (outputs of an earlier piece are named after their nodes, and get nothing)
+    marks = ("static_input", "layout_guarded")
+    marked = {
+        n.name: [m for m in marks if n.meta.get(m)] for n in gm.graph.nodes if n.op == "placeholder"
     }
     for node in split.graph.nodes:
         if node.op != "call_module":
             continue
         piece = getattr(split, node.target)
         for inner in piece.graph.nodes:
-            if inner.op == "placeholder" and inner.name in static:
-                inner.meta["static_input"] = True
+            if inner.op == "placeholder":
+                for mark in marked.get(inner.name, ()):
+                    inner.meta[mark] = True
         setattr(split, node.target, _LazilyCompiled(piece, backend))
     split.recompile()
     return split.forward

@@ -220,7 +220,11 @@ class OutputGraph:
                     symbol=symbol,
                 )
         self.guards.add(Guard(GuardKind.TENSOR_MATCH, source, spec))
-        return self._add_input(source, value, fake, "tensor", dynamic_dims=free, static=static)
+        proxy = self._add_input(source, value, fake, "tensor", dynamic_dims=free, static=static)
+        if None not in spec.shape and None not in spec.stride:
+            # the guard fixes every size and stride: a backend may skip checking them again
+            proxy.node.meta["layout_guarded"] = True
+        return proxy
 
     def _add_input(
         self,

@@ -1,0 +1,157 @@
+"""Leaving out Inductor's size and stride asserts on graph inputs that the front end checks.
+
+The code Inductor generates asserts the sizes and strides of every graph input on every call
+(``assert_size_stride``, 0.3 to 1 µs each on the hosts we measured). A graph that takes a
+model's parameters as inputs pays it per parameter: ResNet-50's 268 inputs cost about 100 µs
+a call, several percent of a host-bound inference call. Where the front end already checks
+each input's exact sizes and strides before every call, the asserts check nothing new.
+
+A front end says so per placeholder with ``meta["layout_guarded"] = True`` (sapwood's graph
+library sets it on tensor inputs whose guard fixes every size and stride; symbolic dims never
+get it). The asserts are left out of one inner compile only when all of these hold:
+
+* it is a forward or inference graph (a backward graph's inputs are saved activations and
+  gradients, which no front-end guard sees);
+* every tensor input of the front end's graph is marked, and the inner graph's inputs are the
+  front end's inputs in order with the same sizes and strides (AOT autograd's deduplication
+  or synthetic bases change them, and then nothing is left out);
+* no post-grad pass of the user's is configured (see below);
+* this torch's Python wrapper code generator has the method that emits them.
+
+The asserts Inductor writes after extern kernels (cuDNN convolutions and the like) stay: they
+check Inductor's own assumptions about layouts it did not choose.
+
+Code without the asserts must never be served from Inductor's FX graph cache to a compile that
+relies on them (torch.compile's own, say). The compile therefore carries a post-grad pass that
+does nothing and whose ``uuid`` names this choice: the cache key differs, and so does the
+entry. Where the user configured a post-grad pass of their own, the asserts stay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["guarded_layouts", "leaves_out_input_asserts", "without_input_asserts"]
+
+#: set while an inner compile that leaves the input asserts out generates its code
+_LEAVING_OUT: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "sapwood_leaving_out_input_asserts", default=False
+)
+_installed: bool | None = None
+
+
+def _install() -> bool:
+    """Wrap the wrapper code generator's input-assert method once (it then does nothing while
+    :data:`_LEAVING_OUT` is set, and what it always did otherwise); whether that was possible."""
+    global _installed
+    if _installed is None:
+        _installed = False
+        try:
+            from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+        except Exception:  # another torch layout: the asserts stay
+            return False
+        original = PythonWrapperCodegen.__dict__.get("codegen_input_size_asserts")
+        if callable(original):
+
+            def codegen_input_size_asserts(self: Any) -> Any:
+                if _LEAVING_OUT.get():
+                    return None
+                return original(self)
+
+            codegen_input_size_asserts.__wrapped__ = original  # type: ignore[attr-defined]
+            PythonWrapperCodegen.codegen_input_size_asserts = codegen_input_size_asserts
+            _installed = True
+    return _installed
+
+
+def _key_marker() -> Any | None:
+    """The do-nothing post-grad pass that keys the cache entry (``None`` where this torch has
+    no custom-pass protocol)."""
+    try:
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+    except Exception:
+        return None
+
+    class InputAssertsLeftOut(CustomGraphPass):  # type: ignore[misc]
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            return None
+
+        def uuid(self) -> str:
+            return "sapwood-backend: graph input size/stride asserts left out, v1"
+
+    return InputAssertsLeftOut()
+
+
+_MARKER: Any = None
+
+
+def guarded_layouts(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...] | None:
+    """Per input of ``gm``: the sizes and strides a front-end guard checks before every call
+    (``None`` for an input that is not a tensor), or ``None`` overall where some tensor input
+    is not checked that way."""
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        return None
+    layouts: list[tuple[tuple[int, ...], tuple[int, ...]] | None] = []
+    for node, value in zip(placeholders, example_inputs):
+        if not isinstance(value, torch.Tensor):
+            layouts.append(None)
+            continue
+        if not node.meta.get("layout_guarded") or value.layout is not torch.strided:
+            return None
+        shape, stride = tuple(value.shape), tuple(value.stride())
+        if not all(type(d) is int for d in (*shape, *stride)):
+            return None
+        layouts.append((shape, stride))
+    return tuple(layouts)
+
+
+def leaves_out_input_asserts(
+    layouts: Sequence[tuple[tuple[int, ...], tuple[int, ...]] | None] | None,
+    example_inputs: Sequence[Any],
+    is_backward: bool,
+) -> bool:
+    """Whether an inner compile of ``example_inputs`` may leave the input asserts out, given
+    the front end's :func:`guarded_layouts`."""
+    if layouts is None or is_backward or len(example_inputs) != len(layouts):
+        return False
+    for layout, value in zip(layouts, example_inputs):
+        if layout is None:
+            if isinstance(value, torch.Tensor):
+                return False
+            continue
+        if not isinstance(value, torch.Tensor) or value.layout is not torch.strided:
+            return False
+        shape, stride = tuple(value.shape), tuple(value.stride())
+        if not all(type(d) is int for d in (*shape, *stride)) or (shape, stride) != layout:
+            return False
+    from torch._inductor import config
+
+    return config.post_grad_custom_post_pass is None and _install()
+
+
+@contextlib.contextmanager
+def without_input_asserts() -> Iterator[None]:
+    """Generate the code of the inner compile inside without input asserts, keyed apart in
+    the FX graph cache."""
+    global _MARKER
+    from torch._inductor import config
+
+    if _MARKER is None:
+        _MARKER = _key_marker()
+    if _MARKER is None:  # nothing to key the cache entry with: keep the asserts
+        yield
+        return
+    token = _LEAVING_OUT.set(True)
+    try:
+        with config.patch(post_grad_custom_post_pass=_MARKER):
+            yield
+    finally:
+        _LEAVING_OUT.reset(token)
