@@ -19,7 +19,12 @@ from typing import Any, cast
 
 import torch
 
-from .input_asserts import guarded_layouts, leaves_out_input_asserts, without_input_asserts
+from .input_asserts import (
+    Layout,
+    guarded_layouts,
+    leaves_out_input_asserts,
+    without_input_asserts,
+)
 from .registry import register_backend
 
 __all__ = ["aot_eager", "eager", "inductor", "inductor_with", "static_top_level_inputs"]
@@ -106,7 +111,7 @@ def _inner_with_static_inputs(
     *,
     top_level_count: int,
     top_level_static: dict[int, tuple[tuple[int, ...], torch.dtype]],
-    layouts: tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...] | None = None,
+    layouts: tuple[Layout | None, ...] | None = None,
     **kwargs: Any,
 ) -> Any:
     """``compile_fx_inner`` told which inputs of a forward or inference graph are module state.

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["guarded_layouts", "leaves_out_input_asserts", "without_input_asserts"]
+__all__ = ["Layout", "guarded_layouts", "leaves_out_input_asserts", "without_input_asserts"]
 
 #: set while an inner compile that leaves the input asserts out generates its code
 _LEAVING_OUT: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -90,33 +90,42 @@ def _key_marker() -> Any | None:
 _MARKER: Any = None
 
 
+Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _layout(value: Any) -> Layout | None:
+    """The sizes and strides of a strided tensor whose sizes and strides are all plain ints."""
+    if not isinstance(value, torch.Tensor) or value.layout is not torch.strided:
+        return None
+    shape, stride = tuple(value.shape), tuple(value.stride())
+    if not all(type(d) is int for d in (*shape, *stride)):
+        return None
+    return shape, stride
+
+
 def guarded_layouts(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...] | None:
+) -> tuple[Layout | None, ...] | None:
     """Per input of ``gm``: the sizes and strides a front-end guard checks before every call
     (``None`` for an input that is not a tensor), or ``None`` overall where some tensor input
     is not checked that way."""
     placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
         return None
-    layouts: list[tuple[tuple[int, ...], tuple[int, ...]] | None] = []
+    layouts: list[Layout | None] = []
     for node, value in zip(placeholders, example_inputs):
         if not isinstance(value, torch.Tensor):
             layouts.append(None)
             continue
-        if not node.meta.get("layout_guarded") or value.layout is not torch.strided:
+        layout = _layout(value)
+        if layout is None or not node.meta.get("layout_guarded"):
             return None
-        shape, stride = tuple(value.shape), tuple(value.stride())
-        if not all(type(d) is int for d in (*shape, *stride)):
-            return None
-        layouts.append((shape, stride))
+        layouts.append(layout)
     return tuple(layouts)
 
 
 def leaves_out_input_asserts(
-    layouts: Sequence[tuple[tuple[int, ...], tuple[int, ...]] | None] | None,
-    example_inputs: Sequence[Any],
-    is_backward: bool,
+    layouts: Sequence[Layout | None] | None, example_inputs: Sequence[Any], is_backward: bool
 ) -> bool:
     """Whether an inner compile of ``example_inputs`` may leave the input asserts out, given
     the front end's :func:`guarded_layouts`."""
@@ -126,11 +135,7 @@ def leaves_out_input_asserts(
         if layout is None:
             if isinstance(value, torch.Tensor):
                 return False
-            continue
-        if not isinstance(value, torch.Tensor) or value.layout is not torch.strided:
-            return False
-        shape, stride = tuple(value.shape), tuple(value.stride())
-        if not all(type(d) is int for d in (*shape, *stride)) or (shape, stride) != layout:
+        elif _layout(value) != layout:
             return False
     from torch._inductor import config
 
