@@ -144,3 +144,34 @@ def test_training_keeps_the_asserts_of_the_backward_and_matches_eager() -> None:
     forward, backward = codes[0], codes[-1]
     assert len(codes) == 2 and _input_asserts([forward]) == 0
     assert _input_asserts([backward]) > 0
+
+
+def test_parameters_changed_in_place_are_caught_by_the_guards_not_by_the_asserts() -> None:
+    """``param.data = ...`` keeps the Parameter object (and every module dict) while changing
+    its dtype or strides. With the input asserts left out, only sapwood's guards stand between
+    such a change and code specialised on the old layout: each call must match eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    model.eval()
+    x = torch.randn(3, 8)
+    graphs: list[list[str]] = []
+    inductor = sapwood_backend.lookup_backend("inductor")
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        out, codes = run_and_get_code(lambda: inductor(gm, example_inputs))
+        graphs.append(codes)
+        return out
+
+    compiled = sapwood.compile(model, backend=counting)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        weight = model[0].weight
+        weight.data = weight.data.t().contiguous().t()  # same sizes, transposed strides
+        assert model[0].weight is weight and weight.stride() == (1, 8)
+        torch.testing.assert_close(compiled(x), model(x))
+        model.double()  # Module._apply sets .data in place: same Parameter objects
+        assert model[0].weight is weight and weight.dtype == torch.float64
+        torch.testing.assert_close(compiled(x.double()), model(x.double()))
+    # one graph per layout, each generated without the input asserts
+    assert len(graphs) == 3
+    assert all(codes and _input_asserts(codes) == 0 for codes in graphs)
