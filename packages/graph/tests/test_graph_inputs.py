@@ -195,3 +195,11 @@ def test_only_inputs_whose_guard_fixes_every_size_and_stride_are_marked_layout_g
     assert not dynamic.node.meta.get("layout_guarded")
     assert not number.node.meta.get("layout_guarded")
     assert not derived.node.meta.get("layout_guarded")  # no guard of its own
+
+
+def test_a_spec_is_static_only_when_no_size_or_stride_is_free():
+    og = OutputGraph()
+    og.create_graph_input(X, torch.randn(4, 3))
+    og.create_graph_input(LocalSource("y"), torch.randn(5, 3), dynamic_dims=[0])
+    fixed, free = (g.expected for g in og.guards.of_kind(GuardKind.TENSOR_MATCH))
+    assert fixed.static and not free.static

@@ -13,6 +13,7 @@ registered under its name when ``sapwood_backend`` is imported.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -141,10 +142,9 @@ def _inner_with_static_inputs(
             if all(type(d) is int for d in dims) and dims == shape:
                 static.add(lifted + index)
         kwargs["static_input_idxs"] = tuple(sorted(static))
-    if leaves_out_input_asserts(layouts, example_inputs, kwargs.get("is_backward", False)):
-        with without_input_asserts():
-            return compile_fx_inner(gm, example_inputs, **kwargs)
-    return compile_fx_inner(gm, example_inputs, **kwargs)
+    leave_out = leaves_out_input_asserts(layouts, example_inputs, kwargs.get("is_backward", False))
+    with without_input_asserts() if leave_out else contextlib.nullcontext():
+        return compile_fx_inner(gm, example_inputs, **kwargs)
 
 
 def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[..., Any]:

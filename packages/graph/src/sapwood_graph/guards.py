@@ -92,6 +92,11 @@ class TensorSpec:
             dispatch_keys=torch._C._dispatch_keys(tensor).raw_repr(),
         )
 
+    @property
+    def static(self) -> bool:
+        """Whether the spec fixes every size and stride (no symbolic dim or stride)."""
+        return None not in self.shape and None not in self.stride
+
     def matches(self, value: Any) -> bool:
         """Reference check (slow, exact): does ``value`` satisfy this spec?"""
         if type(value) is not self.tensor_type:

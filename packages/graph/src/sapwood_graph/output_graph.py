@@ -221,7 +221,7 @@ class OutputGraph:
                 )
         self.guards.add(Guard(GuardKind.TENSOR_MATCH, source, spec))
         proxy = self._add_input(source, value, fake, "tensor", dynamic_dims=free, static=static)
-        if None not in spec.shape and None not in spec.stride:
+        if spec.static:
             # the guard fixes every size and stride: a backend may skip checking them again
             proxy.node.meta["layout_guarded"] = True
         return proxy

@@ -420,7 +420,7 @@ def _batch_tensor_checker(tensors: list[torch.Tensor]) -> Any:
 
 
 def _is_static_spec(spec: Any) -> bool:
-    return isinstance(spec, TensorSpec) and None not in spec.shape and None not in spec.stride
+    return isinstance(spec, TensorSpec) and spec.static
 
 
 class Miss:
