@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import torch
 
+from .compile_cache import cacheable_inputs
 from .input_asserts import (
     Layout,
     guarded_layouts,
@@ -170,7 +171,8 @@ def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[...,
                 },
                 layouts=layouts,
             )
-        compiled = compile_fx(gm, list(example_inputs), config_patches=patches or None, **extra)
+        with cacheable_inputs(example_inputs) as inputs:
+            compiled = compile_fx(gm, inputs, config_patches=patches or None, **extra)
         return cast(Callable[..., Any], compiled)
 
     compile_with_inductor.__name__ = "inductor"

@@ -32,6 +32,7 @@ from typing import Any, cast
 import torch
 
 from .builtin import static_top_level_inputs
+from .compile_cache import cacheable_inputs
 from .registry import register_backend
 
 __all__ = ["cudagraphs", "inductor_on_trees"]
@@ -201,10 +202,12 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         )
         # AOT autograd's cache hands back compiled graphs without calling ``inner_compile``:
         # a hit would skip the trees and run Inductor's code with no CUDA graph at all
-        with functorch_config.patch(enable_autograd_cache=False):
-            compiled = compile_fx(
-                gm, list(example_inputs), inner_compile=inner, config_patches=patches
-            )
+        # (Inductor's FX graph cache still applies: the inner compile runs on a hit there)
+        with (
+            functorch_config.patch(enable_autograd_cache=False),
+            cacheable_inputs(example_inputs) as inputs,
+        ):
+            compiled = compile_fx(gm, inputs, inner_compile=inner, config_patches=patches)
         return cast(Callable[..., Any], compiled)
 
     return inductor_reduce_overhead

@@ -21,10 +21,13 @@ get it). The asserts are left out of one inner compile only when all of these ho
 The asserts Inductor writes after extern kernels (cuDNN convolutions and the like) stay: they
 check Inductor's own assumptions about layouts it did not choose.
 
-Code without the asserts must never be served from Inductor's FX graph cache to a compile that
-relies on them (torch.compile's own, say). The compile therefore carries a post-grad pass that
-does nothing and whose ``uuid`` names this choice: the cache key differs, and so does the
-entry. Where the user configured a post-grad pass of their own, the asserts stay.
+Code without the asserts must never be served from Inductor's caches to a compile that relies
+on them (torch.compile's own, say). Every Inductor compile of sapwood's backends therefore
+carries a post-grad pass that does nothing and whose ``uuid`` names sapwood's code generation
+(:func:`cache_key_marker`, set by :mod:`.compile_cache` around the whole compile, so that AOT
+autograd's cache key differs too, and here around the inner compile): its cache entries are
+keyed apart from torch.compile's. Where the user configured a post-grad pass of their own,
+the asserts stay.
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["Layout", "guarded_layouts", "leaves_out_input_asserts", "without_input_asserts"]
+__all__ = [
+    "Layout",
+    "cache_key_marker",
+    "guarded_layouts",
+    "leaves_out_input_asserts",
+    "without_input_asserts",
+]
 
 #: set while an inner compile that leaves the input asserts out generates its code
 _LEAVING_OUT: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -82,12 +91,35 @@ def _key_marker() -> Any | None:
             return None
 
         def uuid(self) -> str:
-            return "sapwood-backend: graph input size/stride asserts left out, v1"
+            return _CODEGEN_KEY
 
     return InputAssertsLeftOut()
 
 
+#: names how sapwood changes Inductor's code (bump it when that changes: old cache entries
+#: are then never served)
+_CODEGEN_KEY = "sapwood-backend: graph input size/stride asserts may be left out, v2"
+
 _MARKER: Any = None
+_MARKER_MADE = False
+
+
+def cache_key_marker() -> Any | None:
+    """The do-nothing post-grad pass whose ``uuid`` keys sapwood's compiles apart in
+    Inductor's caches (one object; ``None`` where this torch has no custom-pass protocol)."""
+    global _MARKER, _MARKER_MADE
+    if not _MARKER_MADE:
+        _MARKER = _key_marker()
+        _MARKER_MADE = True
+    return _MARKER
+
+
+def user_post_grad_pass() -> bool:
+    """Whether a post-grad pass other than sapwood's marker is configured."""
+    from torch._inductor import config
+
+    configured = config.post_grad_custom_post_pass
+    return configured is not None and configured is not cache_key_marker()
 
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
@@ -137,26 +169,22 @@ def leaves_out_input_asserts(
                 return False
         elif _layout(value) != layout:
             return False
-    from torch._inductor import config
-
-    return config.post_grad_custom_post_pass is None and _install()
+    return not user_post_grad_pass() and _install()
 
 
 @contextlib.contextmanager
 def without_input_asserts() -> Iterator[None]:
     """Generate the code of the inner compile inside without input asserts, keyed apart in
     the FX graph cache."""
-    global _MARKER
     from torch._inductor import config
 
-    if _MARKER is None:
-        _MARKER = _key_marker()
-    if _MARKER is None:  # nothing to key the cache entry with: keep the asserts
+    marker = cache_key_marker()
+    if marker is None:  # nothing to key the cache entry with: keep the asserts
         yield
         return
     token = _LEAVING_OUT.set(True)
     try:
-        with config.patch(post_grad_custom_post_pass=_MARKER):
+        with config.patch(post_grad_custom_post_pass=marker):
             yield
     finally:
         _LEAVING_OUT.reset(token)
