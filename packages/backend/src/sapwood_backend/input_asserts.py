@@ -44,6 +44,7 @@ __all__ = [
     "cache_key_marker",
     "guarded_layouts",
     "leaves_out_input_asserts",
+    "user_post_grad_pass",
     "without_input_asserts",
 ]
 
