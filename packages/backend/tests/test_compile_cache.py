@@ -88,6 +88,22 @@ def test_a_training_compile_is_served_from_the_caches_too() -> None:
     assert counters["aot_autograd"]["autograd_cache_hit"] == 1
 
 
+def test_a_graph_with_symbolic_sizes_is_served_from_the_caches_and_stays_guarded() -> None:
+    model = _mlp()
+    with torch.no_grad():
+        for _ in range(2):  # the second compile is a new process's, served from disk
+            sapwood.reset()
+            compiled = sapwood.compile(model, dynamic=True)
+            for rows in (8, 5, 13):
+                x = torch.randn(rows, 16)
+                torch.testing.assert_close(compiled(x), model(x))
+        assert counters["aot_autograd"]["autograd_cache_hit"] == 1
+        # one graph served every size; an input of another rank is not one of its calls
+        assert counters["aot_autograd"]["total"] == 2
+        x3 = torch.randn(2, 3, 16)
+        torch.testing.assert_close(compiled(x3), model(x3))
+
+
 def test_the_compile_sees_static_fakes_so_the_graph_stays_static(monkeypatch) -> None:
     from torch._inductor import compile_fx as inductor
 
@@ -153,7 +169,7 @@ def test_inputs_are_left_alone_where_the_caches_cannot_key_the_compile() -> None
         with cacheable_inputs([fake]) as inputs:
             assert inputs[0] is fake
             assert TracingContext.get().fake_mode is mode
-    # symbolic inputs, and a post-grad pass of the user's: no context of ours
+    # symbolic inputs with no fake tensor beside them, and a user's post-grad pass: no context
     size = ShapeEnv().create_unbacked_symint()
 
     class UserPass(CustomGraphPass):  # type: ignore[misc]

@@ -9,17 +9,24 @@ there. Without one (a static graph handed over with its real example tensors, as
 graph library does) Inductor says "Bypassing FX Graph Cache because 'No shape env'" and every
 process compiles everything from scratch.
 
-:func:`cacheable_inputs` gives a static graph's compile that context: a fresh fake mode with a
-ShapeEnv, and the example inputs as its fakes with every size static, so nothing becomes
-symbolic (AOT autograd fakes real inputs with symbolic sizes when a ShapeEnv is present; the
-fakes here are made first, static). The compile also carries sapwood's cache-key marker
+:func:`cacheable_inputs` gives each compile that context:
+
+* a static graph (real example tensors): a fresh fake mode with a ShapeEnv, and the example
+  inputs as its fakes with every size static, so nothing becomes symbolic (AOT autograd fakes
+  real inputs with symbolic sizes when a ShapeEnv is present; the fakes here are made first,
+  static);
+* a graph with symbolic sizes (the fakes of its front end's mode): that mode, whose ShapeEnv
+  holds the graph's symbols. On a hit, the cache re-checks the entry's shape guards there,
+  which adds them to that ShapeEnv, so the front end guards on them as after a compile.
+
+The compile also carries sapwood's cache-key marker
 (:func:`~sapwood_backend.input_asserts.cache_key_marker`), so that an entry sapwood's code
 generation made is never served to another compiler, nor one of theirs to sapwood.
 
 Left as before (the caches bypassed): a compile already inside a ``TracingContext`` (a graph
-from torch.compile, whose front end owns the context and its ShapeEnv), a graph with symbolic
-inputs, a compile with a post-grad pass of the user's (the marker would replace it), and inputs
-the fake mode cannot copy (a sparse or nested tensor, say).
+from torch.compile, whose front end owns the context and its ShapeEnv), a compile with a
+post-grad pass of the user's (the marker would replace it), symbolic inputs with no fake tensor
+to find their mode by, and inputs the fake mode cannot copy (a sparse or nested tensor, say).
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def _static_fakes(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None:
-    """A fresh fake mode with a ShapeEnv and the inputs as its static fakes, or ``None``
-    where the compile keeps its inputs as they are (see the module docstring)."""
+    """The fake mode to compile in and the inputs to compile on (a static graph's as static
+    fakes of a fresh mode with a ShapeEnv), or ``None`` where the compile keeps its inputs
+    and runs with no context (see the module docstring)."""
     from torch._guards import TracingContext
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -49,7 +57,14 @@ def _static_fakes(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None
     if cache_key_marker() is None:
         return None
     if any(isinstance(value, (FakeTensor, *_SYMBOLIC)) for value in example_inputs):
-        return None
+        # a graph with symbolic sizes comes with the fakes of its front end's mode, whose
+        # ShapeEnv holds its symbols: compiled in that mode, a hit's shape guards join them
+        from torch._guards import detect_fake_mode
+
+        shared = detect_fake_mode(list(example_inputs))
+        if shared is None or shared.shape_env is None:
+            return None
+        return shared, list(example_inputs)
     try:
         # (constants of the graph module stay real: the mode converts them when they meet)
         mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
@@ -67,7 +82,7 @@ def _static_fakes(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None
 @contextlib.contextmanager
 def cacheable_inputs(example_inputs: Sequence[Any]) -> Iterator[list[Any]]:
     """The inputs to hand ``compile_fx`` inside this context, where Inductor's caches apply
-    to a static graph (the given inputs unchanged, and no context, where they do not)."""
+    (the given inputs unchanged, and no context, where they cannot)."""
     made = _static_fakes(example_inputs)
     if made is None:
         yield list(example_inputs)
