@@ -158,14 +158,19 @@ class Emitter:
         """A fresh emitter for another function over the same frame (no lines, no locals)."""
         return Emitter(self.code, self.held, self.member_stores)
 
-    def forget_reads_since(self, known: dict[Source, str]) -> None:
-        """Read again, where needed later, every source first read since ``known`` was
-        ``dict(self._by_source)`` (those reads are inside a block that may not run)."""
-        self._by_source = {s: name for s, name in self._by_source.items() if s in known}
+    def forget_reads_since(self, mark: int) -> None:
+        """Read again, where needed later, every source first read since :meth:`reads` gave
+        ``mark`` (those reads are inside a block that may not run).
 
-    def reads(self) -> dict[Source, str]:
-        """The sources read so far (for :meth:`forget_reads_since`)."""
-        return dict(self._by_source)
+        Reads are only ever added in between, so they are the table's last entries, taken off
+        the end (no source is hashed: a deep source hashes its whole chain)."""
+        by_source = self._by_source
+        for _ in range(len(by_source) - mark):
+            by_source.popitem()
+
+    def reads(self) -> int:
+        """A mark of the sources read so far (for :meth:`forget_reads_since`)."""
+        return len(self._by_source)
 
     def temp(self) -> str:
         self._temps += 1
