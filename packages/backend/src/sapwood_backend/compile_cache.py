@@ -44,11 +44,11 @@ __all__ = ["cacheable_inputs"]
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
-def _static_fakes(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None:
+def _fake_inputs(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None:
     """The fake mode to compile in and the inputs to compile on (a static graph's as static
     fakes of a fresh mode with a ShapeEnv), or ``None`` where the compile keeps its inputs
     and runs with no context (see the module docstring)."""
-    from torch._guards import TracingContext
+    from torch._guards import TracingContext, detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
@@ -59,8 +59,6 @@ def _static_fakes(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None
     if any(isinstance(value, (FakeTensor, *_SYMBOLIC)) for value in example_inputs):
         # a graph with symbolic sizes comes with the fakes of its front end's mode, whose
         # ShapeEnv holds its symbols: compiled in that mode, a hit's shape guards join them
-        from torch._guards import detect_fake_mode
-
         shared = detect_fake_mode(list(example_inputs))
         if shared is None or shared.shape_env is None:
             return None
@@ -83,7 +81,7 @@ def _static_fakes(example_inputs: Sequence[Any]) -> tuple[Any, list[Any]] | None
 def cacheable_inputs(example_inputs: Sequence[Any]) -> Iterator[list[Any]]:
     """The inputs to hand ``compile_fx`` inside this context, where Inductor's caches apply
     (the given inputs unchanged, and no context, where they cannot)."""
-    made = _static_fakes(example_inputs)
+    made = _fake_inputs(example_inputs)
     if made is None:
         yield list(example_inputs)
         return

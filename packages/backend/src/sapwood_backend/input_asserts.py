@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -79,40 +80,28 @@ def _install() -> bool:
     return _installed
 
 
-def _key_marker() -> Any | None:
-    """The do-nothing post-grad pass that keys the cache entry (``None`` where this torch has
-    no custom-pass protocol)."""
+#: names how sapwood changes Inductor's code (bump it when that changes: old cache entries
+#: are then never served)
+_CODEGEN_KEY = "sapwood-backend: graph input size/stride asserts may be left out, v2"
+
+
+@functools.cache
+def cache_key_marker() -> Any | None:
+    """The do-nothing post-grad pass whose ``uuid`` keys sapwood's compiles apart in
+    Inductor's caches (one object; ``None`` where this torch has no custom-pass protocol)."""
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
     except Exception:
         return None
 
-    class InputAssertsLeftOut(CustomGraphPass):  # type: ignore[misc]
+    class SapwoodCodegen(CustomGraphPass):  # type: ignore[misc]
         def __call__(self, graph: torch.fx.Graph) -> None:
             return None
 
         def uuid(self) -> str:
             return _CODEGEN_KEY
 
-    return InputAssertsLeftOut()
-
-
-#: names how sapwood changes Inductor's code (bump it when that changes: old cache entries
-#: are then never served)
-_CODEGEN_KEY = "sapwood-backend: graph input size/stride asserts may be left out, v2"
-
-_MARKER: Any = None
-_MARKER_MADE = False
-
-
-def cache_key_marker() -> Any | None:
-    """The do-nothing post-grad pass whose ``uuid`` keys sapwood's compiles apart in
-    Inductor's caches (one object; ``None`` where this torch has no custom-pass protocol)."""
-    global _MARKER, _MARKER_MADE
-    if not _MARKER_MADE:
-        _MARKER = _key_marker()
-        _MARKER_MADE = True
-    return _MARKER
+    return SapwoodCodegen()
 
 
 def user_post_grad_pass() -> bool:
