@@ -11,7 +11,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from sapwood_tracer.api.entry import _binder
+from sapwood_tracer.api.binding import binder
 
 
 def plain(a, b):
@@ -54,7 +54,7 @@ def _python(fn: Any, args: tuple, kwargs: dict) -> tuple:
     st.dictionaries(st.sampled_from(["a", "b", "c", "d", "z"]), st.integers(10, 19), max_size=3),
 )
 def test_binding_equals_pythons(fn, args, kwargs) -> None:
-    bind = _binder(fn)
+    bind = binder(fn)
     try:
         expected = _python(fn, tuple(args), kwargs)
     except TypeError:
@@ -65,7 +65,7 @@ def test_binding_equals_pythons(fn, args, kwargs) -> None:
 
 
 def test_defaults_are_read_at_each_call() -> None:
-    bind = _binder(with_varkw)
+    bind = binder(with_varkw)
     first = bind((1,), {})
     saved = with_varkw.__defaults__
     try:
@@ -77,6 +77,6 @@ def test_defaults_are_read_at_each_call() -> None:
 
 
 def test_each_call_gets_its_own_keyword_dict() -> None:
-    bind = _binder(with_varkw)
+    bind = binder(with_varkw)
     a, b = bind((1,), {}), bind((1,), {})
     assert a[2] == {} and a[2] is not b[2]

@@ -13,6 +13,7 @@ __all__ = [
     "Unsupported",
     "UnsupportedPythonWarning",
     "forget_frames",
+    "forget_handled",
     "weakly_referenced",
 ]
 
@@ -97,6 +98,21 @@ class TracedException(Unsupported):
         else:
             what = f"a {getattr(cls, '__qualname__', cls)} exception"
         super().__init__(f"{what} raised by the traced code and not caught there")
+
+
+def forget_handled(exc: Unsupported) -> None:
+    """``exc``, sapwood's own exception (a traced raise, a refusal), was handled inside the
+    trace and is done with: drop its traceback, and those of the sapwood exceptions chained to
+    it. Its traceback holds the tracer's frames it went through, and a frame that caught and
+    re-raised it (``except ... as e: raise``) holds it: a reference cycle that would keep the
+    whole trace, the call's arguments among its values, alive until the cyclic garbage
+    collector runs. Exceptions of other kinds in the chain keep theirs (the program's own)."""
+    current: BaseException | None = exc
+    seen: set[int] = set()
+    while isinstance(current, Unsupported) and id(current) not in seen:
+        seen.add(id(current))
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
 
 
 def weakly_referenced(what: str) -> Unsupported:

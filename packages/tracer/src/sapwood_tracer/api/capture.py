@@ -266,6 +266,8 @@ def _trace_and_build(
             effects=tx.side_effects,
             root_globals=f_globals,
         )
+    if exit is not None:
+        exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
     entry.weak_targets = _weak_targets(em, ordered, held)
     return entry

@@ -12,7 +12,6 @@ through to the original), whose ``forward`` runs the compiled ``forward`` of the
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import sys
 import sysconfig
@@ -37,6 +36,7 @@ from ..marks import is_disabled
 from ..pinned import replaced_builtins
 from . import cache as _cache
 from . import events as _events
+from .binding import binder, call_bound
 from .capture import capture
 from .distributed import (
     CompiledDDP,
@@ -46,77 +46,9 @@ from .distributed import (
     is_ddp,
 )
 from .dynamic import plan_after_miss
+from .tracebacks import to_user_frames
 
 __all__ = ["CompiledModule", "compile"]
-
-
-def _binder(fn: types.FunctionType) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]]:
-    """Maps ``(args, kwargs)`` to the parameters' values in binding order, as Python binds a
-    call (defaults are read from the function at each call, so changing them is seen)."""
-    code = fn.__code__
-    argc = code.co_argcount
-    posonly = code.co_posonlyargcount
-    kwonly = code.co_kwonlyargcount
-    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
-    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    plain = not kwonly and not has_varargs and not has_varkw
-    names = code.co_varnames[: argc + kwonly]
-    keywordable = {name: i for i, name in enumerate(names) if i >= posonly}
-    missing = object()
-
-    def slow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        values: list[Any] = [missing] * (argc + kwonly)
-        if len(args) > argc and not has_varargs:
-            raise TypeError(
-                f"{fn.__qualname__}() takes {argc} positional arguments but {len(args)} were given"
-            )
-        values[: min(len(args), argc)] = args[:argc]
-        extra: dict[str, Any] = {}
-        for key, value in kwargs.items():
-            index = keywordable.get(key)
-            if index is None:
-                if not has_varkw:
-                    raise TypeError(
-                        f"{fn.__qualname__}() got an unexpected keyword argument {key!r}"
-                    )
-                extra[key] = value
-            elif values[index] is not missing:
-                raise TypeError(f"{fn.__qualname__}() got multiple values for argument {key!r}")
-            else:
-                values[index] = value
-        defaults = fn.__defaults__ or ()
-        first_default = argc - len(defaults)
-        kwdefaults = fn.__kwdefaults__ or {}
-        for i, name in enumerate(names):
-            if values[i] is missing:
-                if i < argc and i >= first_default:
-                    values[i] = defaults[i - first_default]
-                elif i >= argc and name in kwdefaults:
-                    values[i] = kwdefaults[name]
-                else:
-                    raise TypeError(f"{fn.__qualname__}() missing required argument {name!r}")
-        if has_varargs:
-            values.append(tuple(args[argc:]))
-        if has_varkw:
-            values.append(extra)
-        return tuple(values)
-
-    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        if not kwargs and len(args) <= argc:
-            if plain and len(args) == argc:
-                return args
-            if not kwonly:
-                # positional arguments only: the rest from the defaults, as read now
-                defaults = fn.__defaults__ or ()
-                skip = len(args) - (argc - len(defaults))
-                if skip >= 0:
-                    values = args + defaults[skip:]
-                    if has_varargs:
-                        values += ((),)
-                    return (*values, {}) if has_varkw else values
-        return slow(args, kwargs)
-
-    return bind
 
 
 def _compiled_function(
@@ -129,13 +61,13 @@ def _compiled_function(
     code = fn.__code__
     closure = fn.__closure__ or ()
     f_globals = fn.__globals__
-    bind = _binder(fn)
+    bind = binder(fn)
     lookup = _cache.lookup
     runtime = None if fullgraph else _break_runtime(backend, dynamic)
     key = _cache.compile_key(backend, fullgraph)
 
     def eager(L: tuple[Any, ...]) -> Any:
-        return fn(*L) if _plain(code) else _call_bound(fn, L)
+        return call_bound(fn, L)
 
     def miss(L: tuple[Any, ...]) -> Any:
         return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic, key)
@@ -143,7 +75,28 @@ def _compiled_function(
     if receiver is None:
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            L = bind(args, kwargs)
+            try:
+                L = bind(args, kwargs)
+                cache = lookup(code)
+                if cache is not None:
+                    for entry in cache.entries:
+                        if entry.key is key:
+                            result = entry.fn(L, closure, f_globals)
+                            if type(result) is not Miss:
+                                return result
+                return miss(L)
+            except BaseException as exc:
+                to_user_frames(exc)
+                del exc  # (a bare raise re-raises it: this frame holds no reference)
+                raise
+
+        functools.update_wrapper(wrapper, fn)
+        wrapper.__sapwood_original__ = fn  # type: ignore[attr-defined]
+        return wrapper
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        try:
+            L = bind((receiver, *args), kwargs)
             cache = lookup(code)
             if cache is not None:
                 for entry in cache.entries:
@@ -152,21 +105,10 @@ def _compiled_function(
                         if type(result) is not Miss:
                             return result
             return miss(L)
-
-        functools.update_wrapper(wrapper, fn)
-        wrapper.__sapwood_original__ = fn  # type: ignore[attr-defined]
-        return wrapper
-
-    def method(*args: Any, **kwargs: Any) -> Any:
-        L = bind((receiver, *args), kwargs)
-        cache = lookup(code)
-        if cache is not None:
-            for entry in cache.entries:
-                if entry.key is key:
-                    result = entry.fn(L, closure, f_globals)
-                    if type(result) is not Miss:
-                        return result
-        return miss(L)
+        except BaseException as exc:
+            to_user_frames(exc)
+            del exc  # (a bare raise re-raises it: this frame holds no reference)
+            raise
 
     return method
 
@@ -185,96 +127,99 @@ def _miss(
     """No cache entry of ``code`` for the compile ``key`` took the call: run one that does,
     trace a new one, or (past the recompile limit, or for code that cannot be traced) run
     eagerly."""
-    cache = _cache.cache_for(code)
-    if cache.eager_reason is not None:
-        if runtime is None:  # fullgraph=True: a whole graph was asked for
-            raise Unsupported(f"{code.co_qualname}, which runs eagerly: {cache.eager_reason}")
-        return eager(L)
-    unsupported = unsupported_python()
-    if unsupported is not None:
-        if runtime is None:  # fullgraph=True: a whole graph was asked for
-            raise Unsupported(f"{code.co_qualname}: {unsupported}")
-        cache.eager_reason = unsupported
-        _events.skipped(code, unsupported)
-        return eager(L)
-    replaced = replaced_builtins()
-    if replaced:
-        # the trace would read the program's replacement where the interpreter's code (and
-        # torch's) calls the builtin: this call runs eagerly; a later one, once the program
-        # put the builtins back, is traced again
-        reason = f"the program replaced the builtins {', '.join(replaced)}"
-        if runtime is None:
-            raise Unsupported(f"{code.co_qualname} while {reason}")
-        _events.skipped(code, reason)
-        return eager(L)
-    failed = []
-    own = [entry for entry in cache.entries if entry.key is key]
-    for entry in own:
+    try:  # (the arguments are dropped as the call leaves: see run_eagerly)
+        cache = _cache.cache_for(code)
+        if cache.eager_reason is not None:
+            if runtime is None:  # fullgraph=True: a whole graph was asked for
+                raise Unsupported(f"{code.co_qualname}, which runs eagerly: {cache.eager_reason}")
+            return eager(L)
+        unsupported = unsupported_python()
+        if unsupported is not None:
+            if runtime is None:  # fullgraph=True: a whole graph was asked for
+                raise Unsupported(f"{code.co_qualname}: {unsupported}")
+            cache.eager_reason = unsupported
+            _events.skipped(code, unsupported)
+            return eager(L)
+        replaced = replaced_builtins()
+        if replaced:
+            # the trace would read the program's replacement where the interpreter's code (and
+            # torch's) calls the builtin: this call runs eagerly; a later one, once the program
+            # put the builtins back, is traced again
+            reason = f"the program replaced the builtins {', '.join(replaced)}"
+            if runtime is None:
+                raise Unsupported(f"{code.co_qualname} while {reason}")
+            _events.skipped(code, reason)
+            return eager(L)
+        failed = []
+        own = [entry for entry in cache.entries if entry.key is key]
+        for entry in own:
+            result = entry.fn(L, closure, f_globals)
+            if type(result) is not Miss:
+                return result
+            failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
+        cache.note_failures(failed)
+        if len(own) >= _cache.limit_for(code):
+            cache.warn_limit(code)
+            return eager(L)
+        if failed:
+            _events.recompile(code, failed[0][1])
+        too_costly = _cache.over_break_cost(code)
+        if too_costly is not None:
+            if runtime is None:
+                raise Unsupported(too_costly)
+            return _fall_back(code, cache, Unsupported(too_costly), eager, L)
+        try:
+            # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
+            shape_plan = plan_after_miss(code, own, L, closure, f_globals, dynamic)
+            if not own and dynamic is None:
+                shape_plan = _loop_item_plan(code) or shape_plan
+            entry = capture(
+                code,
+                f_globals,
+                closure,
+                L,
+                backend,
+                fullgraph=runtime is None,
+                runtime=runtime,
+                shape_plan=shape_plan,
+            )
+        except BackendCompilerFailed:
+            raise  # the backend's own failure is the backend's error, as in torch.compile
+        except Exception as error:
+            exc = error if isinstance(error, Unsupported) else internal_error(error, None)
+            if runtime is None:
+                if exc is error:
+                    raise
+                raise exc from error
+            failure = exc
+        else:
+            failure = None
+        if failure is not None:
+            # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
+            # the code runs eagerly from now on, and explain()/the logs say why. (Outside the
+            # handler: the user's code must not see sapwood's error in sys.exc_info().)
+            forget_frames(failure, sys.exc_info()[1])
+            return _fall_back(code, cache, failure, eager, L)
+        entry.key = key
+        added = cache.add(entry)
+        _cache.count_break_cost(code, entry)
+        _events.captured(code, entry)
         result = entry.fn(L, closure, f_globals)
-        if type(result) is not Miss:
-            return result
-        failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
-    cache.note_failures(failed)
-    if len(own) >= _cache.limit_for(code):
-        cache.warn_limit(code)
-        return eager(L)
-    if failed:
-        _events.recompile(code, failed[0][1])
-    too_costly = _cache.over_break_cost(code)
-    if too_costly is not None:
-        if runtime is None:
-            raise Unsupported(too_costly)
-        return _fall_back(code, cache, Unsupported(too_costly), eager, L)
-    try:
-        # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
-        shape_plan = plan_after_miss(code, own, L, closure, f_globals, dynamic)
-        if not own and dynamic is None:
-            shape_plan = _loop_item_plan(code) or shape_plan
-        entry = capture(
-            code,
-            f_globals,
-            closure,
-            L,
-            backend,
-            fullgraph=runtime is None,
-            runtime=runtime,
-            shape_plan=shape_plan,
-        )
-    except BackendCompilerFailed:
-        raise  # the backend's own failure is the backend's error, as in torch.compile
-    except Exception as error:
-        exc = error if isinstance(error, Unsupported) else internal_error(error, None)
-        if runtime is None:
-            if exc is error:
-                raise
-            raise exc from error
-        failure = exc
-    else:
-        failure = None
-    if failure is not None:
-        # Not even a graph break can place this (e.g. the return value cannot be rebuilt):
-        # the code runs eagerly from now on, and explain()/the logs say why. (Outside the
-        # handler: the user's code must not see sapwood's error in sys.exc_info().)
-        forget_frames(failure, sys.exc_info()[1])
-        return _fall_back(code, cache, failure, eager, L)
-    entry.key = key
-    added = cache.add(entry)
-    _cache.count_break_cost(code, entry)
-    _events.captured(code, entry)
-    result = entry.fn(L, closure, f_globals)
-    if type(result) is Miss:
-        # (a guard that can never hold, e.g. on an object rebuilt at each read: a sapwood bug)
-        if added and entry in cache.entries:
-            cache.entries.remove(entry)
-        exc = Unsupported(
-            f"a trace of {code.co_qualname} whose own guards fail on the traced call "
-            f"({entry.describe_guard(result.index)})",
-            hint="This is a sapwood bug; the code runs eagerly. Please report it.",
-        )
-        if runtime is None:
-            raise exc
-        return _fall_back(code, cache, exc, eager, L)
-    return result
+        if type(result) is Miss:
+            # (a guard that can never hold, e.g. on an object rebuilt at each read: a sapwood bug)
+            if added and entry in cache.entries:
+                cache.entries.remove(entry)
+            exc = Unsupported(
+                f"a trace of {code.co_qualname} whose own guards fail on the traced call "
+                f"({entry.describe_guard(result.index)})",
+                hint="This is a sapwood bug; the code runs eagerly. Please report it.",
+            )
+            if runtime is None:
+                raise exc
+            return _fall_back(code, cache, exc, eager, L)
+        return result
+    finally:
+        del L
 
 
 def _fall_back(
@@ -349,7 +294,7 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
             )
             return run_eagerly(code, L, C, G)
         _resume_depth[0] += 1
-        try:
+        try:  # (the arguments are dropped as the call leaves: see run_eagerly)
             cache = _cache.lookup(code)
             if cache is not None:
                 for entry in cache.entries:
@@ -364,27 +309,38 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
             return _miss(code, C, G, L, backend, runtime, eager, dynamic, key)
         finally:
             _resume_depth[0] -= 1
+            del L
 
     def call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         module = isinstance(fn, torch.nn.Module)
         target: Any = type(fn).forward if module else fn
-        if (
-            not isinstance(target, types.FunctionType)
-            or is_disabled(target)
-            or _runs_uncompiled(target.__code__.co_filename)
-            or (module and "forward" in fn.__dict__)  # a forward of the instance's own
-        ):
-            return fn(*args, **kwargs)  # eagerly, as called
-        compiled = wrappers.get(target)
-        if compiled is None:
-            compiled = wrappers[target] = _compiled_function(target, backend, None, False, dynamic)
-        if not module:
-            return compiled(*args, **kwargs)
-        if _has_hooks(fn):
-            # hooks the trace did not inline (e.g. FSDP2's): nn.Module.__call__ runs them
-            # eagerly, as it would, around the compiled forward
-            return call_with_forward(fn, functools.partial(compiled, fn), args, kwargs)
-        return compiled(fn, *args, **kwargs)  # the module's forward, with the module as self
+        try:  # (the arguments are dropped as the call leaves: see run_eagerly)
+            if (
+                not isinstance(target, types.FunctionType)
+                or is_disabled(target)
+                or _runs_uncompiled(target.__code__.co_filename)
+                or (module and "forward" in fn.__dict__)  # a forward of the instance's own
+            ):
+                return fn(*args, **kwargs)  # eagerly, as called
+            if "<locals>" in target.__qualname__:
+                # a function made by a call (a closure, defaults of its own): its wrapper
+                # refers to it, so a table keyed by it weakly would keep it (and what it
+                # holds) forever
+                compiled = _compiled_function(target, backend, None, False, dynamic)
+            else:
+                compiled = wrappers.get(target)
+                if compiled is None:
+                    compiled = _compiled_function(target, backend, None, False, dynamic)
+                    wrappers[target] = compiled
+            if not module:
+                return compiled(*args, **kwargs)
+            if _has_hooks(fn):
+                # hooks the trace did not inline (e.g. FSDP2's): nn.Module.__call__ runs them
+                # eagerly, as it would, around the compiled forward
+                return call_with_forward(fn, functools.partial(compiled, fn), args, kwargs)
+            return compiled(fn, *args, **kwargs)  # the module's forward, with it as self
+        finally:
+            del fn, target, args, kwargs
 
     runtime = BreakRuntime(compiled=run_code, eager=run_eagerly, call=call)
     _runtimes[(id(backend), dynamic)] = (backend, runtime)
@@ -414,31 +370,10 @@ def run_eagerly(
 ) -> Any:
     """Run a (resume) code object as plain Python."""
     fn = types.FunctionType(code, G, code.co_name, None, C or None)
-    return fn(*L)
-
-
-def _plain(code: types.CodeType) -> bool:
-    return not code.co_kwonlyargcount and not code.co_flags & (
-        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
-    )
-
-
-def _call_bound(fn: types.FunctionType, L: tuple[Any, ...]) -> Any:
-    code = fn.__code__
-    argc = code.co_argcount
-    names = code.co_varnames
-    args = list(L[:argc])
-    kwargs: dict[str, Any] = {}
-    i = argc
-    for k in range(code.co_kwonlyargcount):
-        kwargs[names[argc + k]] = L[i]
-        i += 1
-    if code.co_flags & inspect.CO_VARARGS:
-        args.extend(L[i])
-        i += 1
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        kwargs.update(L[i])
-    return fn(*args, **kwargs)
+    try:
+        return fn(*L)
+    finally:
+        del L  # (kept, a reference cycle through a passed exception: see _clearing)
 
 
 class CompiledModule(OriginalModuleProxy):
@@ -565,16 +500,38 @@ def compile(
             return CompiledDDP(fn_or_module, compile_forward)
         return CompiledModule(fn_or_module, backend, fullgraph, dynamic)
     fn = fn_or_module
-    if isinstance(fn, types.MethodType):
-        inner = fn.__func__
-        if not isinstance(inner, types.FunctionType):
-            raise TypeError(f"cannot compile {fn!r}: not a Python function")
-        return _compiled_function(inner, backend, fn.__self__, fullgraph, dynamic)
-    if not isinstance(fn, types.FunctionType):
-        raise TypeError(f"cannot compile {fn!r}: pass a Python function or an nn.Module")
-    if is_disabled(fn):
-        return fn
-    return _compiled_function(fn, backend, None, fullgraph, dynamic)
+    if type(fn) is functools.partial:
+        inner = compile(fn.func, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        return functools.partial(inner, *fn.args, **fn.keywords)
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return _compiled_function(fn.__func__, backend, fn.__self__, fullgraph, dynamic)
+    if isinstance(fn, types.FunctionType):
+        if is_disabled(fn):
+            return fn
+        return _compiled_function(fn, backend, None, fullgraph, dynamic)
+    if not callable(fn):
+        raise TypeError(f"cannot compile {fn!r}: it is not callable")
+    call = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in vars(k)), None)
+    if not isinstance(fn, type) and isinstance(call, types.FunctionType):
+        return _compiled_function(call, backend, fn, fullgraph, dynamic)  # a callable object
+    # a builtin, a class, a C method: a Python function calling it is compiled, so what the
+    # call runs of the user's (a __bool__, an __init__, a callback) is traced like any code
+    return _compiled_function(_caller_of(fn), backend, None, fullgraph, dynamic)
+
+
+def _caller_of(target: Any) -> types.FunctionType:
+    """``lambda *args, **kwargs: target(*args, **kwargs)``, with a code of its own for each
+    target (the cache is per code object: targets must not share one, and its recompile
+    limit)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return target(*args, **kwargs)
+
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    code = call.__code__.replace(co_name=f"{name} at {id(target):#x}", co_qualname=str(name))
+    caller = types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+    functools.update_wrapper(caller, target, updated=())
+    return caller
 
 
 def _loop_item_plan(code: types.CodeType) -> ShapePlan | None:

@@ -115,10 +115,13 @@ class BreakExit:
     reason: str
     location: str
     contexts: list[TorchContext]
-    #: call: the callee, positional and keyword argument values
+    #: call: the callee, positional and keyword argument values; a ``CALL_FUNCTION_EX``'s
+    #: ``*`` and ``**`` operands, which the eager call unpacks (after ``args``)
     callee: Value | None = None
     args: list[Value] = field(default_factory=list)
     kwargs: dict[str, Value] = field(default_factory=dict)
+    star_args: Value | None = None
+    star_kwargs: Value | None = None
     #: jump: the tested value and whether truth jumps
     tested: Value | None = None
     jump_if_true: bool = False
@@ -131,11 +134,21 @@ class BreakExit:
     #: run eagerly from the breaking instruction)
     on_error: Continuation | None = None
 
+    def forget_values(self) -> None:
+        """Drop the trace's values once the entry is generated: they hold the objects of the
+        call that was traced (its inputs among them), which a cache entry must not keep
+        alive; what the entry needs of them is in its code."""
+        self.callee = self.tested = self.iterator = self.star_args = self.star_kwargs = None
+        self.args, self.kwargs = [], {}
+        for continuation in [*self.continuations, self.on_error]:
+            if continuation is not None:
+                continuation.values = []
+
     def values(self) -> list[Value]:
         """Every value the entry must rebuild (for collecting graph outputs)."""
         out = [v for c in self.continuations for v in c.values]
         out += [*self.args, *self.kwargs.values()]
-        for v in (self.callee, self.tested, self.iterator):
+        for v in (self.callee, self.tested, self.iterator, self.star_args, self.star_kwargs):
             if v is not None:
                 out.append(v)
         return out
@@ -242,7 +255,13 @@ def break_exit(tx: TraceSession, frame: SymbolicFrame, reason: str) -> BreakExit
         exit.on_error = continuation(inst.index, stack, eager=True, raises=True)
 
     if inst.opname in _CALLS:
-        callee, args, kwargs, depth = _call_operands(frame, inst)
+        read = dispatch_table(frame.version)[inst.opname].operands  # type: ignore[attr-defined]
+        star = getattr(read, "star", None)
+        if star is not None:  # (f(*xs, **kw): the eager call unpacks them, as Python would)
+            callee, args, exit.star_args, exit.star_kwargs, depth = star(frame, inst)
+            kwargs = {}
+        else:
+            callee, args, kwargs, depth = read(frame, inst)
         below = stack[: len(stack) - depth]
         result_slot = _ResultPlaceholder()
         cont = continuation(inst.index + 1, [*below, result_slot])
@@ -382,15 +401,6 @@ class _ResultPlaceholder(Value):
         return "the result of the call that broke the graph"
 
 
-def _call_operands(
-    frame: SymbolicFrame, inst: Instruction
-) -> tuple[Value, list[Value], dict[str, Value], int]:
-    """The callee and arguments of the call at ``inst``, and how many stack slots it uses,
-    read by the same reader as the running Python's handler of that call opcode."""
-    handler = dispatch_table(frame.version)[inst.opname]
-    return handler.operands(frame, inst)  # type: ignore[attr-defined, no-any-return]
-
-
 # -- the generated tail of an entry -----------------------------------------------------------
 
 
@@ -458,8 +468,13 @@ def emit_break_tail(
     if exit.on_error is not None:
         # raised by the eager part: on in the original code, at the breaking instruction,
         # so the user's except/finally/with handlers see it as they would eagerly
+        # The exception goes to the resume function in a list it empties (see _raise_passed):
+        # a frame on the way there (this one, the runtime's) that held the exception itself
+        # would be reachable from its traceback, a reference cycle keeping the call's
+        # values alive. Without this frame in its traceback, the user's traceback shows the
+        # instruction in the resume function instead.
         lines.append(f"{indent}except BaseException as e:")
-        lines.append(f"{indent}    err = e")
+        lines.append(f"{indent}    err = [e.with_traceback(e.__traceback__.tb_next)]")
         lines.append(f"{indent}if err is not None:")
         lines.append(f"{indent}    return {resume(exit.on_error, [*error_parts, 'err'])}")
     if exit.kind == "next":
@@ -493,10 +508,21 @@ class BreakRuntime:
 def _call_expression(em: Any, exit: BreakExit, value: Any, runtime: BreakRuntime) -> str:
     callee = exit.callee
     assert callee is not None
+    # a ``*``/``**`` operand alone is passed as it is, for the call to unpack (with Python's
+    # own errors for one that is no iterable or mapping)
     args = [value(a) for a in exit.args]
-    kwargs = {k: value(v) for k, v in exit.kwargs.items()}
-    kw_text = "{" + ", ".join(f"{em.const(k)}: {v}" for k, v in kwargs.items()) + "}"
-    arg_text = "(" + "".join(f"{a}, " for a in args) + ")"
+    if exit.star_args is not None and not args:
+        arg_text = value(exit.star_args)
+    else:
+        if exit.star_args is not None:
+            args.append(f"*{value(exit.star_args)}")
+        arg_text = "(" + "".join(f"{a}, " for a in args) + ")"
+    if exit.star_kwargs is not None:
+        kw_text = value(exit.star_kwargs)
+    else:
+        kw_text = (
+            "{" + ", ".join(f"{em.const(k)}: {value(v)}" for k, v in exit.kwargs.items()) + "}"
+        )
     if isinstance(callee, BoundMethodValue) and isinstance(callee.function, UserFunctionValue):
         fn = _function_expression(em, callee.function, value)
         receiver = value(callee.receiver)

@@ -239,7 +239,7 @@ def build_entry_function(
         assert result is not None
         out = _emit(em, result, collector, built, indent)
         em.lines.append(f"{indent}return {out}")
-    return em.build("sapwood_entry", list(em.lines))
+    return em.build("sapwood_entry", list(em.lines), clear_locals=tail is not None)
 
 
 def _emit_set_replays(em: Emitter, effects: SideEffects, indent: str) -> None:

@@ -190,6 +190,23 @@ def _call(callable_: Any, args: list[Instr], location: Any, argc: int | None = N
     return [*head, *args, *call]
 
 
+def _raise_passed(location: Any) -> list[Instr]:
+    """``raise exception.pop()``: the exception arrives in a one-item list (its parameter),
+    emptied here, so that neither this frame nor the callers' (the entry's, the runtime's,
+    which passed it) hold the exception it raises: each is reachable from its traceback."""
+    box = [
+        Instr("LOAD_FAST", _EXCEPTION, location=location),
+        Instr("LOAD_CONST", 0, location=location),
+    ]
+    return [
+        *box,
+        Instr("BINARY_SUBSCR", location=location),
+        *box,
+        Instr("DELETE_SUBSCR", location=location),
+        Instr("RAISE_VARARGS", 1, location=location),
+    ]
+
+
 def resume_code(original: types.CodeType, target: int, layout: ResumeLayout) -> types.CodeType:
     """The resume code of ``original`` at instruction ``target`` for ``layout`` (memoised)."""
     key = (original, target, layout)
@@ -239,8 +256,7 @@ def _build(original: types.CodeType, target: int, layout: ResumeLayout) -> types
         landing = [
             Instr("JUMP_FORWARD", reached, location=location),
             target_label,
-            Instr("LOAD_FAST", _EXCEPTION, location=location),
-            Instr("RAISE_VARARGS", 1, location=location),
+            *_raise_passed(location),
             reached,
         ]
     body[position:position] = landing

@@ -277,17 +277,44 @@ class Emitter:
             return f"({self.const(source.key)} in {base})"
         raise Unsupported(f"a guard over the source {source}")
 
-    def build(self, name: str, body_lines: list[str]) -> Any:
+    def build(self, name: str, body_lines: list[str], *, clear_locals: bool = False) -> Any:
+        """The function ``name(L, C, G)`` of ``body_lines``. ``clear_locals``: every local
+        is set to None as the function leaves (an entry that ends in a resume function: see
+        :func:`_clearing`)."""
         body = _reuse_locals(sink_gated_reads(body_lines))
         text = f"def {name}(L, C, G):\n" + "\n".join(body) + "\n"
-        # (none of this module's own `__future__` flags: code the entry runs at a graph break,
-        # `exec` of a string say, would inherit them)
-        compiled = compile(text, f"<sapwood {name}>", "exec", dont_inherit=True)
+        if clear_locals:
+            text = _clearing(name, body, _compiled(text, name))
+        compiled = _compiled(text, name)
         scope: dict[str, Any] = {}
         exec(compiled, self.namespace, scope)
         fn = scope[name]
         fn.__sapwood_source__ = text  # for debugging and tests
         return fn
+
+
+def _compiled(text: str, name: str) -> types.CodeType:
+    # (none of this module's own `__future__` flags: code the entry runs at a graph break,
+    # `exec` of a string say, would inherit them)
+    return compile(text, f"<sapwood {name}>", "exec", dont_inherit=True)
+
+
+def _clearing(name: str, body: list[str], module: types.CodeType) -> str:
+    """The function's text with its body in a ``try`` whose ``finally`` sets every local to
+    None. An entry that ends in a resume function is that function's caller: if an exception
+    passed to the resume function (one its handler is running, raised again there) outlives
+    the call, its traceback holds the resume function's frame and through it this one. Locals
+    kept here that hold the exception would be a reference cycle, keeping the call's values
+    alive until the garbage collector runs."""
+    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    names = " = ".join(code.co_varnames)
+    wrapped = [
+        "    try:",
+        *("    " + line for line in body),
+        "    finally:",
+        f"        {names} = None",
+    ]
+    return f"def {name}(L, C, G):\n" + "\n".join(wrapped) + "\n"
 
 
 _LOCAL = re.compile(r"\bv\d+\b")

@@ -35,7 +35,7 @@ from typing import Any
 
 from sapwood_graph import Source
 
-from ..errors import TracedException, Unsupported
+from ..errors import TracedException, Unsupported, forget_handled
 from ..values.base import ConstantValue, Context, Value
 from ..values.exceptions import ExceptionValue, chain_context, exception_value
 from . import budget as _budget
@@ -283,6 +283,7 @@ class SymbolicFrame:
                 except TracedException as raised:
                     if not self.unwind(raised, inst):
                         raise
+                    forget_handled(raised)
         except FrameReturn as ret:
             return ret.value
         except (FrameSuspend, BreakHere):

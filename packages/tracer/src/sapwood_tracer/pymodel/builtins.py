@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..errors import Unsupported, weakly_referenced
+from ..errors import Unsupported, forget_handled, weakly_referenced
 from ..values.base import (
     BuiltinValue,
     ConstantValue,
@@ -171,7 +171,7 @@ def call_builtin(
     if type(bound_to) is str and real == bound_to.join and len(args) == 1 and not kwargs:
         return join_text(tx, bound_to, args[0])
     if type(bound_to) is bytes and real.__name__ == "join" and len(args) == 1:
-        args = [TupleValue(tx.unpack(args[0]))]  # (join reads its argument whole, first)
+        args = [TupleValue(args[0].collect(tx))]  # (join reads its argument whole, first)
     if (
         bound_to is not None
         and not isinstance(bound_to, type)
@@ -330,7 +330,8 @@ def _getattr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if len(args) == 3:
         try:
             return tx.lookup(obj, name)
-        except _AttributeMissing:
+        except _AttributeMissing as missing:
+            forget_handled(missing)
             return args[2]
     return tx.getattr(obj, name)
 
@@ -340,7 +341,8 @@ def _hasattr(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     obj, name = args[0], args[1].as_constant()
     try:
         tx.lookup(obj, name)
-    except _AttributeMissing:
+    except _AttributeMissing as missing:
+        forget_handled(missing)
         return ConstantValue(False)
     return ConstantValue(True)
 
@@ -521,13 +523,13 @@ def _tuple(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _one_iterable("tuple", args, kwargs)
     if args and isinstance(args[0], TupleValue) and args[0].python_type() is tuple:
         return args[0]  # tuple(t) is t itself, for an exact tuple
-    return TupleValue(tx.unpack(args[0]) if args else [])
+    return TupleValue(args[0].collect(tx) if args else [])
 
 
 @handles(builtins.list)
 def _list(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _one_iterable("list", args, kwargs)
-    return ListValue(tx.unpack(args[0]) if args else [])
+    return ListValue(args[0].collect(tx) if args else [])
 
 
 @handles(builtins.set)

@@ -12,17 +12,16 @@ import sys
 import types
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute, lookup_mro
+from ..values.attributes import lookup_mro
 from ..values.base import ConstantValue, Context, Value
 from ..values.exceptions import python_error
 from ..values.identity import ObjectIdValue
 from ..values.objects import NewObjectValue, ObjectValue
+from ..values.slot_results import checked, inline_special
 from ..values.symbolic import specialised_int
 from .builtins import _fold_call, handles
 
 __all__: list[str] = []
-
-_WORD = 2**63
 
 #: ``hash(n)`` is ``n`` for an int ``0 <= n < sys.hash_info.modulus``: on a 64-bit build an
 #: id (an address, below 2**57 on any 64-bit platform) is its own hash, unknown as it is
@@ -44,14 +43,8 @@ def _hash(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if raw is None:
             raise python_error(TypeError, f"unhashable type: '{cls.__name__}'")
         if isinstance(raw, types.FunctionType):
-            method = class_attribute(tx, cls, "__hash__", value)
-            assert method is not None
-            result = specialised_int(tx.call(method, [], {}))
+            result = inline_special(tx, value, "__hash__")
             if isinstance(result, ObjectIdValue) and _IDS_ARE_THEIR_HASHES:
                 return result  # (an id fits a machine word and is never -1)
-            if not result.is_constant() or not isinstance(result.as_constant(), int):
-                raise Unsupported(f"__hash__ of {value.describe()} returning {result.describe()}")
-            number = result.as_constant()
-            h = number if -_WORD <= number < _WORD else builtins.hash(number)
-            return ConstantValue(-2 if h == -1 else int(h))
+            return ConstantValue(checked(tx, "__hash__", result, cls))
     raise Unsupported(f"builtins.hash on {value.describe()}")

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import math
 import operator
-import types
 from typing import Any
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute
 from ..values.base import ConstantValue, Context, Value
-from ..values.exceptions import python_error
 from ..values.objects import NewObjectValue, ObjectValue
+from ..values.slot_results import checked, has_python_special, inline_special
 from ..values.symbolic import specialised_int
 from .builtins import _OPERATORS, Handler, _fold_call, handles
 
@@ -41,17 +39,6 @@ __all__ = ["index_value"]
 _INDEX_FUNCTIONS = (math.gcd, math.lcm, math.isqrt, math.factorial, math.comb, math.perm)
 
 
-def _index_method(value: Value) -> Any:
-    """The Python function ``__index__`` of ``value``'s class, or None."""
-    if not isinstance(value, (ObjectValue, NewObjectValue)):
-        return None
-    for klass in value.python_type().__mro__:
-        raw = klass.__dict__.get("__index__")
-        if raw is not None:
-            return raw if isinstance(raw, types.FunctionType) else None
-    return None
-
-
 def index_value(tx: Context, value: Value) -> Value | None:
     """``value`` as ``PyNumber_Index`` makes it an int, as a constant; None where the trace
     cannot tell (a constant CPython refuses is returned as it is, for the folded call to
@@ -59,22 +46,12 @@ def index_value(tx: Context, value: Value) -> Value | None:
     value = specialised_int(value)
     if value.is_constant():
         return value
-    if _index_method(value) is None:
+    if not isinstance(value, (ObjectValue, NewObjectValue)):
         return None
-    method = class_attribute(tx, value.python_type(), "__index__", value)
-    assert method is not None
-    result = specialised_int(tx.call(method, [], {}))
-    if not result.is_constant():
-        raise Unsupported(f"__index__ of {value.describe()} returned {result.describe()}")
-    number = result.as_constant()
-    if type(number) is int:
-        return ConstantValue(number)
-    if isinstance(number, int):
-        raise Unsupported(
-            f"__index__ of {value.describe()} returned a {type(number).__name__}, a subclass "
-            "of int (CPython warns)"
-        )
-    raise python_error(TypeError, f"__index__ returned non-int (type {type(number).__name__})")
+    cls = value.python_type()
+    if not has_python_special(cls, "__index__"):
+        return None
+    return ConstantValue(checked(tx, "__index__", inline_special(tx, value, "__index__"), cls))
 
 
 def _accepted(constant: Any) -> bool:

@@ -27,7 +27,7 @@ from ..values.containers import (
     list_iterator_at,
 )
 from ..values.enums import EnumClassValue
-from ..values.exceptions import exception_value, python_error
+from ..values.exceptions import catches, python_error
 from ..values.iterators import LiveIteratorValue, MapIteratorValue
 from ..values.objects import NewObjectValue, ObjectValue, UserIteratorValue
 from ..values.sequence_iterators import (
@@ -96,7 +96,7 @@ class _CallableIterator(IteratorValue):
         try:
             value = tx.call(self.fn, [], {})
         except TracedException as raised:
-            if issubclass(getattr(exception_value(raised), "cls", type(None)), StopIteration):
+            if catches(raised, StopIteration):
                 self.fn = None
                 return None
             raise
@@ -266,6 +266,6 @@ def _filter(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 @handles(builtins.sorted)
 def _sorted(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    out = ListValue(tx.unpack(args[0]))
+    out = ListValue(args[0].collect(tx))
     out.call_method(tx, "sort", [], kwargs)
     return out

@@ -3,8 +3,9 @@
 
 ``int()``, ``float()``, ``oct()``, ``hex()`` and ``bin()`` of a user object: the class's
 ``__int__``, ``__float__`` or ``__index__`` written in Python is inlined, as the type's slot
-calls it, and its result checked as Python checks it (Python's ``TypeError`` where it is of
-another type; a result of a subclass of ``int``/``float``, which Python converts with a
+calls it, and its result checked as Python checks it (by
+:mod:`~sapwood_tracer.values.slot_results`: Python's ``TypeError`` where it is of another
+type; a result of a subclass of ``int``/``float``, which Python converts with a
 ``DeprecationWarning``, is a graph break). A class whose slot is no Python function (a C base
 class, ``__int__ = None``) is a graph break too. Other arguments keep the models of
 :mod:`.builtins`.
@@ -13,14 +14,14 @@ class, ``__int__ = None``) is a graph break too. Other arguments keep the models
 from __future__ import annotations
 
 import builtins
-import types
 from typing import Any
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute, lookup_mro
+from ..values.attributes import lookup_mro
 from ..values.base import ConstantValue, Context, Value
 from ..values.exceptions import python_error
 from ..values.objects import NewObjectValue, ObjectValue
+from ..values.slot_results import checked, inline_special
 from ..values.symbolic import specialised_int
 from .builtins import _HANDLERS, Handler, _fold_call
 
@@ -29,44 +30,25 @@ __all__: list[str] = []
 _UNSET = object()
 
 
-def _special(tx: Context, obj: Value, name: str) -> Any:
-    """The result of ``type(obj).<name>(obj)`` as a constant; ``_UNSET`` if the class has no
-    such method. A method that is no Python function, or a result that is not a constant,
-    is refused."""
+def _converted(tx: Context, obj: Value, name: str) -> Any:
+    """``type(obj).<name>(obj)``, inlined and checked as the builtin that calls it checks
+    it (:mod:`~sapwood_tracer.values.slot_results`); ``_UNSET`` if the class has no such
+    method. A method that is no Python function is refused."""
     cls = obj.python_type()
-    klass, raw = lookup_mro(cls, name)
-    if klass is None:
+    if lookup_mro(cls, name)[0] is None:
         return _UNSET
-    if not isinstance(raw, types.FunctionType):
-        raise Unsupported(f"{name} of {obj.describe()} ({type(raw).__name__})")
-    method = class_attribute(tx, cls, name, obj)
-    assert method is not None
-    result = specialised_int(tx.call(method, [], {}))
-    if not result.is_constant():
-        raise Unsupported(f"{name} of {obj.describe()} returning {result.describe()}")
-    return result.as_constant()
-
-
-def _exact(result: Any, kind: type, message: str) -> Any:
-    if type(result) is kind:
-        return result
-    if isinstance(result, kind):  # (converted by Python, with a DeprecationWarning)
-        raise Unsupported(f"a {type(result).__name__} where Python expects a {kind.__name__}")
-    raise python_error(TypeError, f"{message} (type {type(result).__name__})")
+    return checked(tx, name, inline_special(tx, obj, name), cls)
 
 
 def _index(tx: Context, obj: Value) -> Any:
     """``operator.index(obj)``: ``_UNSET`` if the class has no ``__index__``."""
-    result = _special(tx, obj, "__index__")
-    if result is _UNSET:
-        return _UNSET
-    return _exact(result, int, "__index__ returned non-int")
+    return _converted(tx, obj, "__index__")
 
 
 def _to_int(tx: Context, obj: Value) -> Value:
-    result = _special(tx, obj, "__int__")
+    result = _converted(tx, obj, "__int__")
     if result is not _UNSET:
-        return ConstantValue(_exact(result, int, "__int__ returned non-int"))
+        return ConstantValue(result)
     if lookup_mro(obj.python_type(), "__trunc__")[0] is not None:
         raise Unsupported(f"int() of {obj.describe()} through __trunc__")
     result = _index(tx, obj)
@@ -81,9 +63,9 @@ def _to_int(tx: Context, obj: Value) -> Value:
 
 def _to_float(tx: Context, obj: Value) -> Value:
     name = obj.python_type().__name__
-    result = _special(tx, obj, "__float__")
+    result = _converted(tx, obj, "__float__")
     if result is not _UNSET:
-        return ConstantValue(_exact(result, float, f"{name}.__float__ returned non-float"))
+        return ConstantValue(result)
     result = _index(tx, obj)
     if result is _UNSET:
         message = f"float() argument must be a string or a real number, not '{name}'"

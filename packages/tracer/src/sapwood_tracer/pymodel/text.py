@@ -20,10 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute, lookup_mro
+from ..values.attributes import lookup_mro
 from ..values.base import ConstantValue, Context, Value, enum_class_runs_user_code
-from ..values.exceptions import ExceptionValue, python_error, raised_for_real
+from ..values.exceptions import ExceptionValue, raised_for_real
 from ..values.objects import NewObjectValue, ObjectValue
+from ..values.slot_results import checked, inline_special
 
 __all__ = [
     "inlines_text",
@@ -70,7 +71,7 @@ def object_text(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value
     ``__repr__`` is written in Python: inlined, its result checked as Python checks it
     (``object.__str__`` is ``repr``). Anything else is a graph break."""
     obj = args[0] if len(args) == 1 and not kwargs else None
-    checked = dunder = "__repr__" if fn is repr else "__str__"
+    checked_name = dunder = "__repr__" if fn is repr else "__str__"
     if isinstance(obj, (ObjectValue, NewObjectValue)):
         cls = obj.python_type()
         _, raw = lookup_mro(cls, dunder)
@@ -78,15 +79,10 @@ def object_text(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value
             dunder = "__repr__"
             _, raw = lookup_mro(cls, dunder)
         if isinstance(raw, types.FunctionType):
-            method = class_attribute(tx, cls, dunder, obj)
-            assert method is not None
-            text = tx.call(method, [], {})
-            made = text.as_constant() if text.is_constant() else None
+            text = inline_special(tx, obj, dunder)
+            made = checked(tx, checked_name, text, cls)
             if type(made) is str:
-                return text
-            if text.is_constant() and not isinstance(made, str):
-                kind = type(made).__name__
-                raise python_error(TypeError, f"{checked} returned non-string (type {kind})")
+                return ConstantValue(made)
     described = args[0].describe() if args else "nothing"
     raise Unsupported(f"{fn.__name__}() of {described}")
 
@@ -131,7 +127,7 @@ def join_text(tx: Context, separator: str, iterable: Value) -> Value:
     if iterable.is_constant():
         strings = iterable.as_constant()
     else:
-        items = tx.unpack(iterable)
+        items = iterable.collect(tx)
         if not all(item.is_constant() for item in items):
             raise Unsupported("str.join of values that are not constants")
         strings = [item.as_constant() for item in items]

@@ -20,7 +20,7 @@ import torch
 from sapwood_graph import Source
 
 from ..context import TraceContext
-from ..errors import TracedException, Unsupported
+from ..errors import TracedException, Unsupported, forget_handled
 
 __all__ = [
     "BoundBuiltinMethod",
@@ -75,7 +75,8 @@ class Value:
     def hasattr(self, tx: Context, name: str) -> bool:
         try:
             tx.lookup(self, name)  # (an AttributeError the traced code raised is "missing" too)
-        except _AttributeMissing:
+        except _AttributeMissing as missing:
+            forget_handled(missing)
             return False
         return True
 
@@ -94,6 +95,24 @@ class Value:
 
     def iterate(self, tx: Context) -> Value:
         return ListIteratorValue(self.unpack(tx))
+
+    def collect(self, tx: Context) -> list[Value]:
+        """The items as ``list(self)`` collects them: ``iter()``, then the length hint that
+        sizes the list, then each item (``tuple()``, ``sorted()``, ``str.join``,
+        ``list.extend``, ``[*x]`` and ``f(*x)`` collect the same way). A value whose class
+        writes ``__len__`` or ``__length_hint__`` in Python, where the hint runs it, models
+        this itself; here that is refused."""
+        try:
+            cls = self.python_type()
+        except Unsupported:
+            cls = object  # (a value of the trace's own: no code of the user's)
+        if any(
+            isinstance(k.__dict__.get(name), types.FunctionType)
+            for k in cls.__mro__
+            for name in ("__len__", "__length_hint__")
+        ):
+            raise Unsupported(f"the length hint of {self.describe()} (it runs Python code)")
+        return self.unpack(tx)
 
     def truth(self, tx: Context) -> bool:
         raise Unsupported(f"the truth value of {self.describe()}")
@@ -187,6 +206,8 @@ def is_constant_type(value: Any) -> bool:
         return True
     if isinstance(value, (tuple, frozenset)):
         return type(value) in (tuple, frozenset) and all(is_constant_type(v) for v in value)
+    if type(value) is slice:  # (its bounds may be any objects, which its methods read)
+        return all(is_constant_type(v) for v in (value.start, value.stop, value.step))
     return type(value) in _CONSTANT_TYPES or _is_enum_member(value)
 
 

@@ -118,6 +118,10 @@ class EnumClassValue(ClassValue):
         # EnumType.__iter__ returns a generator: made again at a graph break it would not be one
         return ListIteratorValue(self.unpack(tx), types.GeneratorType)
 
+    def collect(self, tx: Context) -> list[Value]:
+        self.length(tx)  # (the length hint: EnumType.__len__, the enum module's own)
+        return self.unpack(tx)
+
     def reversed_iterator(self, tx: Context) -> Value:
         if not self._uses("__reversed__"):
             raise Unsupported(f"reversed() of {self.describe()}, whose metaclass defines it")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from ..errors import TracedException, Unsupported
+from ..errors import TracedException, Unsupported, forget_handled
 from .attributes import class_attribute
 from .base import (
     BoundBuiltinMethod,
@@ -40,6 +40,7 @@ __all__ = [
     "ExceptionValue",
     "OuterExceptionValue",
     "TracebackValue",
+    "catches",
     "chain_context",
     "chaining_writes",
     "exception_value",
@@ -299,6 +300,16 @@ def exception_value(raised: TracedException) -> Value:
         assert raised.cls is not None
         raised.value = ExceptionValue(raised.cls, list(raised.values))  # type: ignore[arg-type]
     return raised.value  # type: ignore[return-value]
+
+
+def catches(raised: TracedException, kind: type | tuple[type, ...]) -> bool:
+    """Whether the traced exception ``raised`` is of the class ``kind`` (or of one of them),
+    which the model asking catches: then it is handled, and its Python traceback is dropped
+    (:func:`~sapwood_tracer.errors.forget_handled`)."""
+    if not issubclass(getattr(exception_value(raised), "cls", type(None)), kind):
+        return False
+    forget_handled(raised)
+    return True
 
 
 def raised_for_real(error: BaseException, what: str) -> Unsupported:

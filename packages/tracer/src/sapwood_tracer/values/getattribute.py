@@ -30,7 +30,7 @@ from typing import Any
 
 from sapwood_graph import AttrSource, GuardKind, ItemSource
 
-from ..errors import TracedException, Unsupported
+from ..errors import TracedException, Unsupported, forget_handled
 from ..guards.sources import ContainsSource, InstanceDictSource
 from .attributes import (
     class_attribute,
@@ -78,12 +78,14 @@ def python_getattribute(tx: Context, value: ObjectValue, name: str) -> Value:
         if not (isinstance(error, ExceptionValue) and issubclass(error.cls, AttributeError)):
             raise
         if lookup_mro(cls, "__getattr__")[0] is not None:
+            forget_handled(raised)
             return value.custom_getattr(tx, name)
         _guard_undefined(tx, cls, "__getattr__", None)
         raise
     except Unsupported as refused:
         if getattr(refused, "frame_bound", False) or tx.side_effects.changes != changes:
             raise  # (a half-run hook's effects cannot be taken back: a graph break)
+        forget_handled(refused)
         return value.real_getattr(tx, name)
     if tx.side_effects.changes != changes:
         raise _changes_state(cls)

@@ -34,6 +34,7 @@ from ..guards.sources import (
 from .attributes import class_attribute, held, is_data_descriptor, lookup_mro
 from .base import ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, SliceValue, TupleValue
+from .slot_results import checked, inline_special, length_hint, presized
 
 __all__ = ["ModuleValue"]
 
@@ -241,14 +242,21 @@ class ModuleValue(Value):
         return tx.call(method, args, {})
 
     def iterate(self, tx: Context) -> Value:
-        return tx.iterate(self._dunder(tx, "__iter__", []))
+        iterator = self._dunder(tx, "__iter__", [])
+        if not hasattr(iterator.python_type(), "__next__"):
+            checked(tx, "__iter__", iterator, type(self.module))  # (raises: no iterator)
+        return tx.iterate(iterator)
 
     def unpack(self, tx: Context) -> list[Value]:
         return tx.unpack(self.iterate(tx))
 
+    def collect(self, tx: Context) -> list[Value]:
+        iterator = self.iterate(tx)
+        presized(length_hint(tx, self, 8))
+        return tx.unpack(iterator)
+
     def length(self, tx: Context) -> int:
-        result = self._dunder(tx, "__len__", [])
-        return int(result.as_constant())
+        return checked(tx, "__len__", self._dunder(tx, "__len__", []), type(self.module))  # type: ignore[no-any-return]
 
     def getitem(self, tx: Context, key: Value) -> Value:
         if isinstance(self.module, torch.nn.ModuleList) and isinstance(key, SliceValue):
@@ -275,6 +283,10 @@ class ModuleValue(Value):
         return tx.truth(self._dunder(tx, "__contains__", [item]))
 
     def truth(self, tx: Context) -> bool:
-        if lookup_mro(type(self.module), "__len__")[0] is not None:
+        cls = type(self.module)
+        if lookup_mro(cls, "__bool__")[0] is not None:
+            result = inline_special(tx, self, "__bool__")
+            return checked(tx, "__bool__", result, cls)  # type: ignore[no-any-return]
+        if lookup_mro(cls, "__len__")[0] is not None:
             return self.length(tx) > 0
         return True

@@ -15,7 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-import collections.abc
 import logging
 import types
 from typing import Any
@@ -44,14 +43,13 @@ from .base import (
     Context,
     IteratorRecipe,
     IteratorValue,
-    ListIteratorValue,
     Value,
     attribute_missing,
     truth_of_plain_object,
 )
 from .cached_properties import cached_property_get
 from .containers import DictValue
-from .exceptions import CHAINING_FIELDS, exception_value, python_error
+from .exceptions import CHAINING_FIELDS, catches, python_error
 from .functions import BoundMethodValue
 from .getattribute import python_getattribute, python_hook
 from .logging_calls import LOGGER_METHODS, LoggingCallValue
@@ -61,6 +59,7 @@ from .module_writes import (
     write_module_attribute,
 )
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
+from .slot_results import checked, has_python_special, inline_special, length_hint, presized
 
 __all__ = [
     "ClassValue",
@@ -78,17 +77,10 @@ class _UserProtocols(Value):
     __slots__ = ()
 
     def _dunder(self, tx: Context, name: str, args: list[Value]) -> Value:
-        cls = self.python_type()
-        klass, raw = lookup_mro(cls, name)
-        if klass is None or not isinstance(raw, types.FunctionType):
-            raise Unsupported(f"{name} of {self.describe()}")
-        method = class_attribute(tx, cls, name, self)
-        assert method is not None
-        return tx.call(method, args, {})
+        return inline_special(tx, self, name, args)
 
     def _has(self, name: str) -> bool:
-        klass, raw = lookup_mro(self.python_type(), name)
-        return klass is not None and isinstance(raw, types.FunctionType)
+        return has_python_special(self.python_type(), name)
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if not self._has("__call__"):
@@ -107,34 +99,49 @@ class _UserProtocols(Value):
         self._dunder(tx, "__delitem__", [key])
 
     def length(self, tx: Context) -> int:
-        return int(self._dunder(tx, "__len__", []).as_constant())
+        return checked(tx, "__len__", self._dunder(tx, "__len__", []), self.python_type())  # type: ignore[no-any-return]
 
     def iterate(self, tx: Context) -> Value:
-        _, raw = lookup_mro(self.python_type(), "__iter__")
-        if raw is collections.abc.Sequence.__iter__ and self._has("__len__"):
-            # the Sequence mixin iterates self[0], self[1], ... until IndexError: with a
-            # __len__, that is exactly the indices below len(self)
-            n = self.length(tx)
-            return ListIteratorValue([self.getitem(tx, ConstantValue(i)) for i in range(n)])
         klass, _ = lookup_mro(self.python_type(), "__iter__")
         if klass is None and self._has("__getitem__"):
             return SequenceIteratorValue(self)  # the old protocol: self[0], self[1], ...
         iterator = self._dunder(tx, "__iter__", [])
-        if isinstance(iterator, _UserProtocols) and iterator._has("__next__"):
+        if isinstance(iterator, _UserProtocols):
+            if not iterator._has("__next__"):
+                checked(tx, "__iter__", iterator, self.python_type())  # (raises: no iterator)
             return UserIteratorValue(iterator)  # (often the object itself)
+        if not hasattr(iterator.python_type(), "__next__"):
+            checked(tx, "__iter__", iterator, self.python_type())  # (raises: no iterator)
         return tx.iterate(iterator)
 
     def unpack(self, tx: Context) -> list[Value]:
         return tx.unpack(self.iterate(tx))
 
+    def collect(self, tx: Context) -> list[Value]:
+        iterator = self.iterate(tx)
+        presized(length_hint(tx, self, 8))  # (only its size matters: every item is taken)
+        return tx.unpack(iterator)
+
     def contains(self, tx: Context, item: Value) -> bool:
         if self._has("__contains__"):
             return tx.truth(self._dunder(tx, "__contains__", [item]))
-        return super().contains(tx, item)
+        try:
+            iterator = self.iterate(tx)
+        except TracedException as raised:
+            if not catches(raised, TypeError):
+                raise
+            name = self.python_type().__name__
+            raise python_error(TypeError, f"argument of type '{name}' is not iterable") from None
+        if not isinstance(iterator, IteratorValue):
+            raise Unsupported(f"'in' over {iterator.describe()}")
+        while (candidate := iterator.next_value(tx)) is not None:  # (up to the first equal)
+            if tx.equal(candidate, item):
+                return True
+        return False
 
     def truth(self, tx: Context) -> bool:
         if self._has("__bool__"):
-            return bool(self._dunder(tx, "__bool__", []).as_constant())
+            return checked(tx, "__bool__", self._dunder(tx, "__bool__", []), self.python_type())  # type: ignore[no-any-return]
         if self._has("__len__"):
             return self.length(tx) > 0
         if lookup_mro(self.python_type(), "__bool__")[0] not in (None, object) or lookup_mro(
@@ -164,11 +171,19 @@ class UserIteratorValue(IteratorValue):
         # the object is its own iterator state: Python's loop goes on calling its __next__
         return IteratorRecipe(user_iterator_of, (self.target,))
 
+    def iterate(self, tx: Context) -> Value:
+        return self.target.iterate(tx)  # (Python calls the object's __iter__ again)
+
+    def collect(self, tx: Context) -> list[Value]:
+        iterator = self.target.iterate(tx)
+        presized(length_hint(tx, self.target, 8))
+        return tx.unpack(iterator)
+
     def next_value(self, tx: Context) -> Value | None:
         try:
             return self.target._dunder(tx, "__next__", [])
         except TracedException as raised:
-            if issubclass(getattr(exception_value(raised), "cls", type(None)), StopIteration):
+            if catches(raised, StopIteration):
                 return None
             raise
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import TracedException
+from .attributes import lookup_mro
 from .base import ConstantValue, Context, IteratorRecipe, IteratorValue, Value
-from .exceptions import exception_value
+from .exceptions import catches
+from .slot_results import presized
 
 __all__ = ["NextOnly", "SequenceIteratorValue", "sequence_iterator_at", "user_iterator_of"]
 
@@ -59,14 +61,24 @@ class SequenceIteratorValue(IteratorValue):
             return IteratorRecipe(iter, ((),))
         return IteratorRecipe(sequence_iterator_at, (self.target, ConstantValue(self.index)))
 
+    def collect(self, tx: Context) -> list[Value]:
+        # the hint of Python's iterator is the length of the object (its __len__, if it has
+        # one), less the index; a TypeError there gives no hint
+        if self.target is not None and lookup_mro(self.target.python_type(), "__len__")[0]:
+            try:
+                presized(self.target.length(tx) - self.index)
+            except TracedException as raised:
+                if not catches(raised, TypeError):
+                    raise
+        return self.unpack(tx)
+
     def next_value(self, tx: Context) -> Value | None:
         if self.target is None:
             return None
         try:
             value = self.target.getitem(tx, ConstantValue(self.index))
         except TracedException as raised:
-            cls = getattr(exception_value(raised), "cls", type(None))
-            if issubclass(cls, (IndexError, StopIteration)):
+            if catches(raised, (IndexError, StopIteration)):
                 self.target = None
                 return None
             raise

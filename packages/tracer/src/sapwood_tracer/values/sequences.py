@@ -12,16 +12,20 @@ Invariants:
 
 from __future__ import annotations
 
+import operator
+import types
 from typing import Any
 
 from ..errors import TracedException, Unsupported
-from .attributes import class_attribute
+from .attributes import class_attribute, lookup_mro
 from .base import (
     BoundBuiltinMethod,
+    BuiltinValue,
     ConstantValue,
     Context,
     Value,
     attribute_missing,
+    folds_for_real,
 )
 from .dunders import call_special, has_special, is_special, special_method
 from .list_iterators import ListValueIterator, SliceValue, list_iterator_at
@@ -38,19 +42,59 @@ __all__ = [
 
 def _index(tx: Context, key: Value) -> Any:
     if isinstance(key, SliceValue):
-        return key.as_slice()
+        return key.as_slice() if key.is_constant() else _slice_of(tx, key)
     if not key.is_constant() and key.python_type() is int:
         # a symbolic int: a Python list needs the number, so it is specialised (guarded);
         # an int the trace cannot know refuses in as_constant()
         return key.as_constant()
+    if not key.is_constant() and _has_python_index(key):
+        # an object of the user's: its __index__ inlined and checked, as operator.index does
+        return tx.call_builtin(BuiltinValue(operator.index), [key], {}).as_constant()
     if not key.is_constant():
         raise Unsupported(f"indexing a Python sequence with {key.describe()}")
     k = key.as_constant()
     if not isinstance(k, (int, slice)):
-        if hasattr(k, "__index__"):
+        if hasattr(k, "__index__") and folds_for_real(k, "__index__"):
             return k.__index__()
         raise Unsupported(f"indexing a Python sequence with {type(k).__name__}")
     return k
+
+
+#: CPython's words for a slice bound that is no int, None or object with ``__index__``
+_NOT_A_SLICE_INDEX = "slice indices must be integers or None or have an __index__ method"
+
+
+def _slice_of(tx: Context, key: SliceValue) -> slice:
+    """The slice a Python sequence takes ``key`` as: each bound an int or None, those of the
+    user's objects by their ``__index__`` (inlined), in CPython's order (step, start, stop);
+    the sequence clamps and checks the numbers as for any slice."""
+    parts = key.parts + [ConstantValue(None)] * (3 - len(key.parts))
+    bounds: dict[int, Any] = {}
+    for position in (2, 0, 1):
+        part = parts[position]
+        if part.is_constant() or part.python_type() is int:
+            bound = part.as_constant()  # (a symbolic int is specialised)
+            indexable = bound is None or hasattr(type(bound), "__index__")
+        elif _has_python_index(part):
+            bound = tx.call_builtin(BuiltinValue(operator.index), [part], {}).as_constant()
+            indexable = True
+        elif hasattr(part.python_type(), "__index__"):
+            raise Unsupported(f"a slice bound of {part.describe()}")
+        else:
+            indexable = False
+        if not indexable:
+            raise TracedException(cls=TypeError, args=(ConstantValue(_NOT_A_SLICE_INDEX),))
+        bounds[position] = bound
+    return slice(bounds[0], bounds[1], bounds[2])
+
+
+def _has_python_index(key: Value) -> bool:
+    try:
+        kind = key.python_type()
+    except Unsupported:
+        return False
+    _, raw = lookup_mro(kind, "__index__")
+    return not issubclass(kind, int) and isinstance(raw, types.FunctionType)
 
 
 def _index_range(n: int, args: list[Value], kwargs: dict[str, Value]) -> range:
@@ -249,7 +293,7 @@ class ListValue(_SequenceValue):
             self.items.append(args[0])
             return none
         if name == "extend":
-            self.items.extend(args[0].unpack(tx))
+            self.items.extend(args[0].collect(tx))
             return none
         if name == "insert":
             self.items.insert(args[0].as_constant(), args[1])

@@ -101,7 +101,7 @@ def _star_arguments(
     frame: SymbolicFrame, args_value: Value, kwargs_value: Value | None
 ) -> tuple[list[Value], dict[str, Value]]:
     tx = frame.tx
-    args = tx.unpack(args_value)
+    args = args_value.collect(tx)
     kwargs: dict[str, Value] = {}
     if kwargs_value is not None:
         mapping = tx.as_mapping(kwargs_value)
@@ -113,32 +113,49 @@ def _star_arguments(
     return list(args), kwargs
 
 
-def _call_ex_operands_311(frame: SymbolicFrame, inst: Instruction) -> CallOperands:
+#: callee, positional arguments before the star (3.13's self), the ``*`` operand, the ``**``
+#: operand (or None), stack slots the call uses
+StarOperands = tuple[Value, list[Value], Value, Value | None, int]
+
+
+def _call_ex_star_311(frame: SymbolicFrame, inst: Instruction) -> StarOperands:
     # [NULL] callable, args[, kwargs]
     has_kwargs = bool(inst.arg and inst.arg & 1)
     depth = 2 + has_kwargs
     stack = frame.stack
-    args, kwargs = _star_arguments(frame, stack[-depth + 1], stack[-1] if has_kwargs else None)
+    star, star_kw = stack[-depth + 1], stack[-1] if has_kwargs else None
     callee = stack[-depth]
     if len(stack) > depth and stack[-depth - 1] is NULL:
         depth += 1
-    return callee, args, kwargs, depth
+    return callee, [], star, star_kw, depth
 
 
-def _call_ex_operands_313(frame: SymbolicFrame, inst: Instruction) -> CallOperands:
+def _call_ex_star_313(frame: SymbolicFrame, inst: Instruction) -> StarOperands:
     # callable, NULL (or self), args[, kwargs]
     has_kwargs = bool(inst.arg and inst.arg & 1)
     depth = 3 + has_kwargs
     stack = frame.stack
-    args, kwargs = _star_arguments(frame, stack[-depth + 2], stack[-1] if has_kwargs else None)
+    star, star_kw = stack[-depth + 2], stack[-1] if has_kwargs else None
     callee, self_or_null = stack[-depth], stack[-depth + 1]
-    if self_or_null is not NULL:
-        args = [self_or_null, *args]
-    return callee, args, kwargs, depth
+    return callee, [] if self_or_null is NULL else [self_or_null], star, star_kw, depth
 
 
-opcode("CALL_FUNCTION_EX", until=(3, 13))(_call_handler(_call_ex_operands_311))
-opcode("CALL_FUNCTION_EX", since=(3, 13))(_call_handler(_call_ex_operands_313))
+def _unpacking(read_star: Callable[[SymbolicFrame, Instruction], StarOperands]) -> OperandReader:
+    """The operands of ``CALL_FUNCTION_EX`` with its ``*``/``**`` operands unpacked (as the
+    call binds them); the reader keeps ``read_star`` as ``star``, for a graph break at the
+    call, which leaves the unpacking to the eager call."""
+
+    def read(frame: SymbolicFrame, inst: Instruction) -> CallOperands:
+        callee, first, star, star_kw, depth = read_star(frame, inst)
+        args, kwargs = _star_arguments(frame, star, star_kw)
+        return callee, [*first, *args], kwargs, depth
+
+    read.star = read_star  # type: ignore[attr-defined]
+    return read
+
+
+opcode("CALL_FUNCTION_EX", until=(3, 13))(_call_handler(_unpacking(_call_ex_star_311)))
+opcode("CALL_FUNCTION_EX", since=(3, 13))(_call_handler(_unpacking(_call_ex_star_313)))
 
 
 _MAKE_FUNCTION_CLOSURE = 0x08

@@ -95,7 +95,7 @@ def list_extend(frame: SymbolicFrame, inst: Instruction) -> None:
     value = frame.pop()
     target = _container_below(frame, inst)
     assert isinstance(target, ListValue)
-    items = frame.tx.unpack(value)
+    items = value.collect(frame.tx)
     target.check_mutable(frame.tx)
     target.items.extend(items)
 
