@@ -232,6 +232,43 @@ def test_sapwood_on_a_simple_program_matches() -> None:
     assert verdict.kind == MATCH, verdict.reason
 
 
+_KEPT: list[Any] = []
+
+
+def test_an_input_kept_alive_by_the_compiled_side_is_a_mismatch() -> None:
+    def keeping(fn: Any, args: Any) -> Any:
+        _KEPT.append(args[1])  # (b: what a cache or a reference cycle would keep)
+        return fn(*args)
+
+    try:
+        verdict = _run(_program("return a + 1"), _wrapping(keeping))
+    finally:
+        _KEPT.clear()
+    assert verdict.kind == MISMATCH
+    assert verdict.signature == "mismatch lifetimes of the inputs"
+    assert "kept alive only when compiled: ['b']" in verdict.reason
+
+
+def test_an_input_the_program_keeps_is_kept_on_both_sides() -> None:
+    verdict = _run(_program("global G_N", "G_N = b", "return a + 1"), lambda entry: entry)
+    assert verdict.kind == MATCH, verdict.reason
+
+
+def test_a_reference_cycle_through_an_exception_is_a_mismatch() -> None:
+    # the error held by a frame its own traceback reaches: freed only by the collector
+    def cycling(fn: Any, args: Any) -> Any:
+        inputs = args
+        try:
+            return fn(*inputs)
+        except Exception as exc:
+            held = exc
+            raise held from None
+
+    verdict = _run(_program("raise ValueError(a.shape)"), _wrapping(cycling))
+    assert verdict.kind == MISMATCH, verdict.reason
+    assert verdict.signature == "mismatch lifetimes of the inputs"
+
+
 def test_the_generator_is_deterministic() -> None:
     assert generate(7) == generate(7)
     assert generate(7).source != generate(8).source
@@ -264,6 +301,7 @@ def test_generated_programs_are_valid_python_and_cover_every_feature() -> None:
         "escaping exceptions",
         "nested functions",
         "disabled functions",
+        "odd special methods",
     }
     assert expected <= features, expected - features
 

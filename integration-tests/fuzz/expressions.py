@@ -64,6 +64,7 @@ class ExpressionWriter:
         self.helpers: list[str] = []  # module-level tensor helpers: name(t, k)
         self.disabled: list[str] = []  # module-level @sapwood.disable helpers: name(t)
         self.grows_xs = False  # the function being generated appends to xs
+        self.odd: list[str] = []  # the special methods of G_ODD, if the program has one
 
     # ------------------------------------------------------------------ small utilities
 

@@ -23,6 +23,9 @@ Invariants the generator keeps so that programs run eagerly without unintended e
   ``nonlocal``; it reads other enclosing names as free variables.
 * Exceptions are raised on purpose (by a constant or int condition, or by data where the
   graph must break), mostly inside ``try`` blocks that catch them; a few escape the call.
+* A program may define ``G_ODD``, an object whose special methods return values Python may
+  refuse (:mod:`fuzz.oddities`); it is used only inside ``try`` blocks that catch those
+  errors.
 
 Features are weighted; each program records the features it used (``Program.features``).
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .expressions import Scope, indent
+from .oddities import odd_class
 from .statements import StatementWriter
 
 __all__ = ["CallSpec", "Program", "generate"]
@@ -203,6 +207,10 @@ class _ProgramWriter(StatementWriter):
             "        self.n = n",
             "",
         ]
+        if self.chance(0.3):
+            self.use("odd special methods")
+            lines, self.odd = odd_class(self.rng)
+            header += lines
         parts: list[list[str]] = []
         for i in range(self.rng.choice([0, 0, 1, 1, 2])):
             parts.append(self.disabled_function(i))

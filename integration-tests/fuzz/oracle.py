@@ -12,7 +12,11 @@ then the two are compared:
 * the inputs after the call (tensors mutated in place, lists, dicts, ``box``), with the same
   identity rule (``xs.append(a)`` must append the caller's own ``a``),
 * the module's state (parameters, buffers, plain attributes such as ``count``, ``training``),
-* the module-level globals ``G_*``.
+* the module-level globals ``G_*``,
+* once the caller dropped the inputs, the result and the exception: which input tensors
+  still live (the program may keep some; compiled code must keep no more, e.g. in a
+  reference cycle through an exception's frames, which only the garbage collector would
+  break; the cyclic collector is off from a call to that check).
 
 A program's verdict is the worst over its calls: ``crash`` (the compiled side raised from
 sapwood's own code: one of its error types, or a traceback whose innermost frame that is
@@ -24,13 +28,15 @@ either the program's or sapwood's is sapwood's), ``mismatch`` (any other differe
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import linecache
 import math
 import os
 import re
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,16 +176,21 @@ class _Side:
         if self.program.entry == "function":
             args = (*args, self.module)
         out = io.StringIO()
-        result, error = None, None
+        result, caught = None, []
         _phase[0] = self.phase
         with contextlib.redirect_stdout(out):
             try:
                 result = self.entry(*args)
             except Exception as exc:
-                error = exc
+                caught.append(exc)
             finally:
                 _phase[0] = "idle"
-        return _Run(result, error, out.getvalue(), inputs, identities, keep)
+        # (the error is handed over, not kept: the program's frames in its traceback reach
+        # this frame as their caller, and this frame holding the error would be a reference
+        # cycle keeping the inputs alive; see _lifetimes)
+        return _Run(
+            result, caught.pop() if caught else None, out.getvalue(), inputs, identities, keep
+        )
 
     def globals(self) -> dict[str, Any]:
         return {k: v for k, v in self.namespace.items() if k.startswith("G_")}
@@ -368,6 +379,53 @@ def _compare_call(index: int, eager: _Run, compiled: _Run, sides: list[_Side]) -
     return None
 
 
+@contextlib.contextmanager
+def _no_cyclic_collection() -> Iterator[None]:
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _watched_tensors(run: _Run) -> dict[str, weakref.ref]:
+    """Weak references to the tensors of a call's inputs, by path."""
+    found: dict[str, torch.Tensor] = {}
+    inputs = run.inputs
+    for name in ("a", "b"):
+        found[name] = inputs[name]
+    for i, item in enumerate(inputs["xs"]):
+        found[f"xs[{i}]"] = item
+    found['d["w"]'] = inputs["d"]["w"]
+    found["box.v"] = inputs["box"].v
+    return {k: weakref.ref(v) for k, v in found.items() if isinstance(v, torch.Tensor)}
+
+
+def _lifetimes(
+    index: int, eager: dict[str, weakref.ref], compiled: dict[str, weakref.ref]
+) -> Verdict | None:
+    """After a call, once the caller dropped its inputs and the call's result and error:
+    the inputs that still live must be the same on both sides (the program may keep some
+    in globals or in the module; compiled code must keep no more, e.g. in a reference cycle
+    through an exception's frames, which only the garbage collector would break)."""
+    alive_eager = {k for k, ref in eager.items() if ref() is not None}
+    alive_compiled = {k for k, ref in compiled.items() if ref() is not None}
+    if alive_eager == alive_compiled:
+        return None
+    kept = sorted(alive_compiled - alive_eager)
+    freed = sorted(alive_eager - alive_compiled)
+    detail = f"kept alive only when compiled: {kept}; freed only when compiled: {freed}"
+    return Verdict(
+        MISMATCH,
+        index,
+        f"call {index}: inputs' lifetimes: {detail}",
+        detail,
+        "mismatch lifetimes of the inputs",
+    )
+
+
 def run_program(
     program: Program,
     compiler: Compiler = sapwood_compiler,
@@ -388,9 +446,13 @@ def run_program(
             raise
         both: Verdict | None = None
         for index in range(len(program.calls)):
-            verdict = _compare_call(
-                index, eager.call(index), compiled.call(index), [eager, compiled]
-            )
+            with _no_cyclic_collection():  # (it would hide a cycle from the lifetime check)
+                eager_run, compiled_run = eager.call(index), compiled.call(index)
+                watched = _watched_tensors(eager_run), _watched_tensors(compiled_run)
+                verdict = _compare_call(index, eager_run, compiled_run, [eager, compiled])
+                del eager_run, compiled_run
+                if verdict is None or verdict.kind == BOTH_RAISE:
+                    verdict = _lifetimes(index, *watched) or verdict
             if verdict is None:
                 continue
             if verdict.kind != BOTH_RAISE:

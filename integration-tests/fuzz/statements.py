@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .expressions import ExpressionWriter, Scope, indent
+from .oddities import ODD_ERRORS, odd_use
 
 __all__ = ["StatementWriter"]
 
@@ -57,6 +58,8 @@ class StatementWriter(ExpressionWriter):
                 (2, lambda: self.container_effect(s)),
                 (1.2, lambda: self.module_effect(s)),
             ]
+        if self.odd:
+            options.append((1.5, lambda: self.odd_statement(s)))
         if s.in_loop:
             options.append((0.6, lambda: [f"if {self.static_cond(s)}:", "    break"]))
             options.append((0.4, lambda: [f"if {self.static_cond(s)}:", "    continue"]))
@@ -486,6 +489,8 @@ class StatementWriter(ExpressionWriter):
             raising.append(
                 (0.5, lambda: ("ValueError", [f"{t} = {self.choice(self.helpers)}({t}, 99)"]))
             )
+        if self.odd:
+            raising.append((2, lambda: (ODD_ERRORS, [odd_use(self.rng, self.odd, t, k)])))
         picked = self.pick(raising)
         assert isinstance(picked, tuple)
         exc, raise_lines = picked
@@ -508,6 +513,17 @@ class StatementWriter(ExpressionWriter):
             self.use("finally")
             lines += ["finally:", *indent(self.block(s.child(in_try=True), 1, 1))]
         return lines
+
+    def odd_statement(self, s: Scope) -> list[str]:
+        """A use of ``G_ODD`` whose refused results are caught: the error's message is
+        recorded with the calls, so both sides must raise the same words."""
+        use = odd_use(self.rng, self.odd, self.choice(s.tensors), self.choice(s.ints))
+        return [
+            "try:",
+            f"    {use}",
+            f"except {ODD_ERRORS} as e:",
+            "    G_CALLS.append(f'{type(e).__name__}: {e}')",
+        ]
 
     def escape(self, s: Scope) -> list[str]:
         self.use("escaping exceptions")
