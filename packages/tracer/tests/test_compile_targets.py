@@ -18,36 +18,26 @@ import sapwood_tracer
 X = torch.arange(4.0)
 
 
-class CountingBackend:
-    def __init__(self) -> None:
-        self.graphs = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.graphs += 1
-        return gm.forward
-
-
 def _scaled(x, a, b, *, c=1):
     return x * a - b * c
 
 
-def test_a_partial_compiles_its_function():
-    backend = CountingBackend()
+def test_a_partial_compiles_its_function(backend):
     part = functools.partial(_scaled, a=2, c=3)
     compiled = sapwood_tracer.compile(part, backend=backend, fullgraph=True)
     assert torch.equal(compiled(X, b=1), part(X, b=1))
     assert torch.equal(compiled(X, b=1, c=-2), part(X, b=1, c=-2))
-    assert backend.graphs == 2  # (c is a constant of the trace: a new value, a new graph)
+    assert backend.count == 2  # (c is a constant of the trace: a new value, a new graph)
     nested = functools.partial(functools.partial(_scaled, X), 5)
     assert torch.equal(sapwood_tracer.compile(nested, backend=backend)(1), nested(1))
 
 
-def test_a_partial_of_a_builtin():
+def test_a_partial_of_a_builtin(backend):
     part = functools.partial(operator.mul, 3)
-    assert torch.equal(sapwood_tracer.compile(part, backend=CountingBackend())(X), part(X))
+    assert torch.equal(sapwood_tracer.compile(part, backend=backend)(X), part(X))
 
 
-def test_a_builtin_traces_what_it_calls():
+def test_a_builtin_traces_what_it_calls(backend):
     seen = []
 
     class Flag:
@@ -58,38 +48,36 @@ def test_a_builtin_traces_what_it_calls():
         def __len__(self):
             return 3
 
-    backend = CountingBackend()
     assert sapwood_tracer.compile(bool, backend=backend, fullgraph=True)(Flag()) is False
     assert sapwood_tracer.compile(len, backend=backend, fullgraph=True)(Flag()) == 3
     assert seen == [True]  # (__bool__ ran in the trace, not eagerly)
     torch_sin = sapwood_tracer.compile(torch.sin, backend=backend, fullgraph=True)
     assert torch.equal(torch_sin(X), torch.sin(X))
-    assert backend.graphs == 3
+    assert backend.count == 3
 
 
-def test_builtins_compile_apart():
+def test_builtins_compile_apart(backend):
     # each compiled callable has a code of its own: many of them never reach a recompile limit
-    backend = CountingBackend()
     for fn in (abs, torch.neg, torch.cos, torch.exp, torch.tanh, torch.relu, torch.sigmoid):
         for shape in ((2,), (3,)):
             x = torch.randn(shape)
             torch.testing.assert_close(sapwood_tracer.compile(fn, backend=backend)(x), fn(x))
-    assert backend.graphs == 14  # (two shapes each: none ran eagerly past a limit)
+    assert backend.count == 14  # (two shapes each: none ran eagerly past a limit)
 
 
-def test_getattr_and_a_class():
-    compiled = sapwood_tracer.compile(getattr, backend=CountingBackend())
+def test_getattr_and_a_class(backend):
+    compiled = sapwood_tracer.compile(getattr, backend=backend)
     assert compiled(5, "__add__") == (5).__add__
 
     class Pair:
         def __init__(self, a, b):
             self.total = a + b
 
-    made = sapwood_tracer.compile(Pair, backend=CountingBackend())(X, 1)
+    made = sapwood_tracer.compile(Pair, backend=backend)(X, 1)
     assert isinstance(made, Pair) and torch.equal(made.total, X + 1)
 
 
-def test_a_callable_object_compiles_its_call():
+def test_a_callable_object_compiles_its_call(backend):
     class Scale:
         def __init__(self, k):
             self.k = k
@@ -97,22 +85,21 @@ def test_a_callable_object_compiles_its_call():
         def __call__(self, x):
             return x * self.k
 
-    backend = CountingBackend()
     scale = Scale(3)
     compiled = sapwood_tracer.compile(scale, backend=backend, fullgraph=True)
     assert torch.equal(compiled(X), X * 3)
     scale.k = 4  # (an attribute the trace read: guarded)
     assert torch.equal(compiled(X), X * 4)
-    assert backend.graphs == 2
+    assert backend.count == 2
 
 
-def test_a_method_of_a_builtin_object():
+def test_a_method_of_a_builtin_object(backend):
     items: list[Any] = []
-    compiled = sapwood_tracer.compile(items.append, backend=CountingBackend())
+    compiled = sapwood_tracer.compile(items.append, backend=backend)
     compiled(X)
     assert items == [X]
 
 
-def test_what_is_not_callable_is_refused():
+def test_what_is_not_callable_is_refused(backend):
     with pytest.raises(TypeError, match="not callable"):
-        sapwood_tracer.compile(42, backend=CountingBackend())
+        sapwood_tracer.compile(42, backend=backend)
