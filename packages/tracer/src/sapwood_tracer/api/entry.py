@@ -328,10 +328,11 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
                 # holds) forever
                 compiled = _compiled_function(target, backend, None, False, dynamic)
             else:
-                compiled = wrappers.get(target)
-                if compiled is None:
-                    compiled = _compiled_function(target, backend, None, False, dynamic)
-                    wrappers[target] = compiled
+                known = wrappers.get(target)
+                if known is None:
+                    known = _compiled_function(target, backend, None, False, dynamic)
+                    wrappers[target] = known
+                compiled = known
             if not module:
                 return compiled(*args, **kwargs)
             if _has_hooks(fn):

@@ -34,7 +34,7 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
-from ..guards.emitter import Emitter, Miss
+from ..guards.emitter import CLEARING, Emitter, Miss
 from ..guards.fast_path import emit_guards
 from ..guards.sources import HeldObjectSource
 from ..interpreter.side_effects import AttributeWrite, SideEffects
@@ -234,12 +234,13 @@ def build_entry_function(
     if effects is not None:
         _emit_mutations(em, effects, collector, built, indent, root_globals)
     if tail is not None:
+        em.lines.append(CLEARING)  # (the tail calls a resume function: see the emitter)
         tail(built)
     else:
         assert result is not None
         out = _emit(em, result, collector, built, indent)
         em.lines.append(f"{indent}return {out}")
-    return em.build("sapwood_entry", list(em.lines), clear_locals=tail is not None)
+    return em.build("sapwood_entry", list(em.lines))
 
 
 def _emit_set_replays(em: Emitter, effects: SideEffects, indent: str) -> None:

@@ -277,20 +277,35 @@ class Emitter:
             return f"({self.const(source.key)} in {base})"
         raise Unsupported(f"a guard over the source {source}")
 
-    def build(self, name: str, body_lines: list[str], *, clear_locals: bool = False) -> Any:
-        """The function ``name(L, C, G)`` of ``body_lines``. ``clear_locals``: every local
-        is set to None as the function leaves (an entry that ends in a resume function: see
-        :func:`_clearing`)."""
+    def build(self, name: str, body_lines: list[str]) -> Any:
+        """The function ``name(L, C, G)`` of ``body_lines``. The top-level lines after a line
+        :data:`CLEARING` run in a ``try`` whose ``finally`` sets every local to None (an entry
+        that ends in a resume function: see :func:`_clearing`)."""
         body = _reuse_locals(sink_gated_reads(body_lines))
         text = f"def {name}(L, C, G):\n" + "\n".join(body) + "\n"
-        if clear_locals:
-            text = _clearing(name, body, _compiled(text, name))
+        if CLEARING in body:
+            text = _clearing(name, body, self._locals_of(body, text, name))
         compiled = _compiled(text, name)
         scope: dict[str, Any] = {}
         exec(compiled, self.namespace, scope)
         fn = scope[name]
         fn.__sapwood_source__ = text  # for debugging and tests
         return fn
+
+    def _locals_of(self, body: list[str], text: str, name: str) -> tuple[str, ...]:
+        """The local variables of the function ``text``, read off its lines (each line the
+        emitter writes is one statement); where a name found so is one the entry reads from
+        its namespace or the builtins (it cannot be a local), from the compiled code."""
+        found = {"L", "C", "G"}
+        for line in body:
+            bound = _BINDING.match(line) or _LOOP.match(line)
+            if bound is not None:
+                found.update(part.strip() for part in bound.group(1).split(","))
+            found.update(_AS.findall(line))
+        if found.isdisjoint(self.namespace) and found.isdisjoint(BUILTINS):
+            return tuple(sorted(found))
+        module = _compiled(text, name)
+        return next(c for c in module.co_consts if isinstance(c, types.CodeType)).co_varnames
 
 
 def _compiled(text: str, name: str) -> types.CodeType:
@@ -299,20 +314,31 @@ def _compiled(text: str, name: str) -> types.CodeType:
     return compile(text, f"<sapwood {name}>", "exec", dont_inherit=True)
 
 
-def _clearing(name: str, body: list[str], module: types.CodeType) -> str:
-    """The function's text with its body in a ``try`` whose ``finally`` sets every local to
-    None. An entry that ends in a resume function is that function's caller: if an exception
-    passed to the resume function (one its handler is running, raised again there) outlives
-    the call, its traceback holds the resume function's frame and through it this one. Locals
-    kept here that hold the exception would be a reference cycle, keeping the call's values
-    alive until the garbage collector runs."""
-    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-    names = " = ".join(code.co_varnames)
+#: a line of an entry's body after which the body runs in a ``try`` that clears the locals
+CLEARING = "    # the locals are cleared from here on"
+
+
+_BINDING = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)")
+_LOOP = re.compile(r"^\s*for\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+in\b")
+_AS = re.compile(r"\bas\s+([A-Za-z_]\w*)")
+
+
+def _clearing(name: str, body: list[str], names: tuple[str, ...]) -> str:
+    """The function's text with its body after :data:`CLEARING` in a ``try`` whose
+    ``finally`` sets every local to None. An entry that ends in a resume function is that
+    function's caller: if an exception passed to the resume function (one its handler is
+    running, raised again there) outlives the call, its traceback holds the resume function's
+    frame and through it this one. Locals kept here that hold the exception would be a
+    reference cycle, keeping the call's values alive until the garbage collector runs.
+    (Only the tail is wrapped: CPython copies a ``finally`` to every ``return`` inside its
+    ``try``, and the guards before it return at each failing guard.)"""
+    start = body.index(CLEARING)
     wrapped = [
+        *body[:start],
         "    try:",
-        *("    " + line for line in body),
+        *("    " + line for line in body[start + 1 :]),
         "    finally:",
-        f"        {names} = None",
+        *(f"        {local} = None" for local in names),
     ]
     return f"def {name}(L, C, G):\n" + "\n".join(wrapped) + "\n"
 

@@ -34,7 +34,7 @@ from ..guards.sources import (
 from .attributes import class_attribute, held, is_data_descriptor, lookup_mro
 from .base import ConstantValue, Context, Value, attribute_missing
 from .containers import DictValue, ListValue, SliceValue, TupleValue
-from .slot_results import checked, inline_special, length_hint, presized
+from .slot_results import checked, inline_special, sized_items
 
 __all__ = ["ModuleValue"]
 
@@ -251,9 +251,7 @@ class ModuleValue(Value):
         return tx.unpack(self.iterate(tx))
 
     def collect(self, tx: Context) -> list[Value]:
-        iterator = self.iterate(tx)
-        presized(length_hint(tx, self, 8))
-        return tx.unpack(iterator)
+        return sized_items(tx, self)
 
     def length(self, tx: Context) -> int:
         return checked(tx, "__len__", self._dunder(tx, "__len__", []), type(self.module))  # type: ignore[no-any-return]

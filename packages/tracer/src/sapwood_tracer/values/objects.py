@@ -59,7 +59,7 @@ from .module_writes import (
     write_module_attribute,
 )
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
-from .slot_results import checked, has_python_special, inline_special, length_hint, presized
+from .slot_results import checked, has_python_special, inline_special, sized_items
 
 __all__ = [
     "ClassValue",
@@ -106,21 +106,17 @@ class _UserProtocols(Value):
         if klass is None and self._has("__getitem__"):
             return SequenceIteratorValue(self)  # the old protocol: self[0], self[1], ...
         iterator = self._dunder(tx, "__iter__", [])
-        if isinstance(iterator, _UserProtocols):
-            if not iterator._has("__next__"):
-                checked(tx, "__iter__", iterator, self.python_type())  # (raises: no iterator)
+        if isinstance(iterator, _UserProtocols) and iterator._has("__next__"):
             return UserIteratorValue(iterator)  # (often the object itself)
-        if not hasattr(iterator.python_type(), "__next__"):
-            checked(tx, "__iter__", iterator, self.python_type())  # (raises: no iterator)
+        if isinstance(iterator, _UserProtocols) or not hasattr(iterator.python_type(), "__next__"):
+            checked(tx, "__iter__", iterator, self.python_type())  # (no iterator: it raises)
         return tx.iterate(iterator)
 
     def unpack(self, tx: Context) -> list[Value]:
         return tx.unpack(self.iterate(tx))
 
     def collect(self, tx: Context) -> list[Value]:
-        iterator = self.iterate(tx)
-        presized(length_hint(tx, self, 8))  # (only its size matters: every item is taken)
-        return tx.unpack(iterator)
+        return sized_items(tx, self)
 
     def contains(self, tx: Context, item: Value) -> bool:
         if self._has("__contains__"):
@@ -175,9 +171,7 @@ class UserIteratorValue(IteratorValue):
         return self.target.iterate(tx)  # (Python calls the object's __iter__ again)
 
     def collect(self, tx: Context) -> list[Value]:
-        iterator = self.target.iterate(tx)
-        presized(length_hint(tx, self.target, 8))
-        return tx.unpack(iterator)
+        return sized_items(tx, self.target)  # (iter() of the object, its length hint)
 
     def next_value(self, tx: Context) -> Value | None:
         try:

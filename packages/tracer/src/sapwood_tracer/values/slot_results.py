@@ -43,7 +43,14 @@ from .base import Context, Value, holds_user_enum, is_constant_type
 from .exceptions import catches, python_error
 from .symbolic import specialised_int
 
-__all__ = ["checked", "has_python_special", "inline_special", "length_hint", "presized"]
+__all__ = [
+    "checked",
+    "has_python_special",
+    "inline_special",
+    "length_hint",
+    "presized",
+    "sized_items",
+]
 
 #: the builtin that calls each special method and checks its result
 _CALLERS: dict[str, Any] = {
@@ -144,6 +151,15 @@ def length_hint(tx: Context, obj: Value, default: int = 0) -> int:
             raise
         return default
     return checked(tx, "__length_hint__", result, cls, default)  # type: ignore[no-any-return]
+
+
+def sized_items(tx: Context, obj: Value) -> list[Value]:
+    """The items of ``obj`` (an object of the user's) as ``list(obj)`` collects them:
+    ``iter(obj)``, then the length hint that sizes the list (only its size matters: every
+    item is taken), then each item."""
+    iterator = obj.iterate(tx)
+    presized(length_hint(tx, obj, 8))
+    return tx.unpack(iterator)
 
 
 #: a length hint above this is refused: ``list()`` and ``tuple()`` allocate room for that
