@@ -192,6 +192,18 @@ class SymbolicFrame:
         # handling, outermost first (PUSH_EXC_INFO opens one, POP_EXCEPT closes it)
         self.raised_at: tuple[int, int] | None = None
         self.handling: list[tuple[int, int] | None] = []
+        made = getattr(tx, "made_frames", None)  # (released with the trace's session)
+        if made is not None:
+            made.append(self)
+
+    def release(self) -> None:
+        """The trace is over: drop the values this frame reaches (with its caller, a
+        generator frame and the frame holding its generator are a reference cycle, which
+        would keep the call's real objects alive until the garbage collector runs)."""
+        self.parent = None
+        self.stack = []
+        self.locals = {}
+        self.cells = {}
 
     # -- stack -------------------------------------------------------------------------
     def push(self, value: Value) -> None:

@@ -77,6 +77,7 @@ class TraceSession:
         self.function = function
         self.by_source: dict[Source, Value] = {}
         self.frames: list[SymbolicFrame] = []
+        self.made_frames: list[SymbolicFrame] = []  # every frame of the trace (see release)
         self._traces: dict[tuple[tuple[types.CodeType, int], ...], str] = {}
         self.root_locals: dict[str, int] = {}
         # objects (by id) the trace holds values for, so identity survives several sources
@@ -140,6 +141,9 @@ class TraceSession:
         self.by_object.clear()
         self.object_of.clear()
         self.frames.clear()
+        for frame in self.made_frames:  # (a generator's frame and its creator's, for one)
+            frame.release()
+        self.made_frames.clear()
         self.graph.release()
 
     # -- values from the outside ----------------------------------------------------------
