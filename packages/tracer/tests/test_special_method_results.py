@@ -231,6 +231,25 @@ def test_conversion_results(name, call, returned, backend):
     _same_as_eager(lambda x, a: (x + 1, call(a)), X, _returning(name, returned), backend=backend)
 
 
+FORMAT_CONTEXTS = {
+    "f-string": lambda x, a: (x + 1, f"{a}"),
+    "f-string spec": lambda x, a: (x + 1, f"{a:>4}"),
+    "f-string !r": lambda x, a: (x + 1, f"{a!r:>6}"),
+    "format": lambda x, a: (x + 1, format(a, "x")),
+    "str.format": lambda x, a: (x + 1, "<{}>".format(a)),  # noqa: UP032 (the method)
+}
+
+
+@pytest.mark.parametrize("context", sorted(FORMAT_CONTEXTS))
+@pytest.mark.parametrize(
+    ("name", "returned"),
+    [("__format__", "ok"), ("__format__", 5), ("__format__", None), ("__str__", "s"),
+     ("__str__", 2), ("__repr__", "r")],
+)  # fmt: skip
+def test_formatting_inlines_and_checks(context, name, returned, backend):
+    _same_as_eager(FORMAT_CONTEXTS[context], X, _returning(name, returned), backend=backend)
+
+
 # ------------------------------------------------------------------ the length hint
 def _items(self):
     CALLS.append("__iter__")

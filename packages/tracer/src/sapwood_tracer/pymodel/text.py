@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import Unsupported
 from ..values.attributes import lookup_mro
 from ..values.base import ConstantValue, Context, Value, enum_class_runs_user_code
-from ..values.exceptions import ExceptionValue, raised_for_real
+from ..values.exceptions import ExceptionValue, python_error, raised_for_real
 from ..values.objects import NewObjectValue, ObjectValue
 from ..values.slot_results import checked, inline_special
 
@@ -30,6 +30,7 @@ __all__ = [
     "inlines_text",
     "join_text",
     "member_text",
+    "object_format",
     "object_text",
     "text_call",
     "text_of_exception",
@@ -55,6 +56,11 @@ def text_call(
     with special methods of the user's by :func:`member_text`, anything else by ``fold``."""
     if fn is repr and not args[0].is_constant():
         return object_text(tx, repr, args, kwargs)
+    if fn is format and 1 <= len(args) <= 2 and not kwargs and _is_user_object(args[0]):
+        spec = args[1] if len(args) == 2 else ConstantValue("")
+        if not (spec.is_constant() and type(spec.as_constant()) is str):
+            raise Unsupported(f"format() of {args[0].describe()} with {spec.describe()}")
+        return object_format(tx, args[0], spec.as_constant())
     if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         raise Unsupported(f"{fn.__name__}() of {args[0].describe() if args else 'nothing'}")
     if args and not kwargs and inlines_text(args[0]):
@@ -85,6 +91,28 @@ def object_text(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value
                 return ConstantValue(made)
     described = args[0].describe() if args else "nothing"
     raise Unsupported(f"{fn.__name__}() of {described}")
+
+
+def object_format(tx: Context, obj: Value, spec: str) -> Value:
+    """``format(obj, spec)`` (an f-string's ``{obj:spec}``) of a user object: its class's
+    ``__format__`` written in Python, inlined and its result checked as Python checks it;
+    ``object.__format__``, which is ``str(obj)`` for an empty spec and refuses any other.
+    Another ``__format__`` (a C base class's) is a graph break."""
+    cls = obj.python_type()
+    _, raw = lookup_mro(cls, "__format__")
+    if isinstance(raw, types.FunctionType):
+        text = inline_special(tx, obj, "__format__", [ConstantValue(spec)])
+        return ConstantValue(checked(tx, "__format__", text, cls, spec))
+    if raw is object.__format__:
+        if spec:
+            message = f"unsupported format string passed to {cls.__name__}.__format__"
+            raise python_error(TypeError, message)
+        return object_text(tx, str, [obj], {})
+    raise Unsupported(f"format() of {obj.describe()} (its __format__ is {type(raw).__name__})")
+
+
+def _is_user_object(value: Value) -> bool:
+    return isinstance(value, (ObjectValue, NewObjectValue))
 
 
 def member_text(tx: Context, value: Value, dunder: str, spec: str = "") -> Value:

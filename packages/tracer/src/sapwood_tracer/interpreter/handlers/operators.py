@@ -16,11 +16,12 @@ from typing import Any
 from ...errors import Unsupported
 from ...pymodel import operators as ops
 from ...pymodel.dict_subclasses import delete_item
-from ...pymodel.text import inlines_text, member_text
+from ...pymodel.text import inlines_text, member_text, object_format, object_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
 from ...values.generators import stop_iteration_error
 from ...values.identity import compare_ids, same_object
+from ...values.objects import NewObjectValue, ObjectValue
 from ...values.symbolic import specialised_int
 from ..frame import SymbolicFrame
 from ..instructions import Instruction
@@ -195,6 +196,12 @@ def format_value(frame: SymbolicFrame, inst: Instruction) -> None:
 def format_constant(frame: SymbolicFrame, value: Value, conversion: Any, spec: str | None) -> Value:
     """``format(conversion(value), spec)`` of a constant; ``spec`` None: convert only."""
     value = specialised_int(value)  # (the text of a symbolic int: its value, guarded)
+    if isinstance(value, (ObjectValue, NewObjectValue)) and conversion is not ascii:
+        # a user object: its __str__/__repr__ (a conversion) and __format__, inlined
+        if conversion is not None:
+            value, conversion = object_text(frame.tx, conversion, [value], {}), None
+        elif spec is not None:
+            return object_format(frame.tx, value, spec)
     if not value.is_constant():
         raise Unsupported(f"formatting {value.describe()} into a string")
     if inlines_text(value):
