@@ -52,8 +52,8 @@ def _shown(value: Any) -> Any:
         return type(value)(_shown(v) for v in value)
     if isinstance(value, torch.Tensor):
         return ("tensor", value.tolist())
-    if isinstance(value, float) and math.isnan(value):
-        return "nan"
+    if isinstance(value, (float, complex)):
+        return repr(value)  # (a NaN is equal to nothing)
     if type(value).__module__ == __name__ or type(value).__name__.endswith("iterator"):
         return f"<{type(value).__name__}>"
     return value
@@ -344,7 +344,7 @@ class Indexable:
 
 
 ODD_VALUES = [
-    -1, 0, 1, 2, 2**31, 2**63, sys.maxsize, 2**70, -(2**70), True, False, 0.5, -0.0,
+    -1, 0, 1, 2, 2**63, sys.maxsize, 2**70, -(2**70), True, False, 0.5, -0.0,
     float("nan"), 1j, None, "", "s", b"b", (), (1,), [], [1], NotImplemented, Ellipsis,
     IntSub(2), FloatSub(1.5), StrSub("x"), Indexable(), object, len,
 ]  # fmt: skip
@@ -355,11 +355,14 @@ SPECIAL_METHODS = [
     "__contains__", "__eq__", "__lt__",
 ]  # fmt: skip
 
+#: (nothing that allocates as much as an odd integer says: ``list(range(n))``, ``bytes(n)``
+#: or ``tuple(a)`` with a length hint ``n`` of a few billion would fill the machine's memory,
+#: eagerly; the integers are small or past what a ``Py_ssize_t`` holds)
 USES = [
     "len(a)", "bool(a)", "1 if a else 2", "not a", "(a and 7) is a", "(a or 7) is a",
     "any([a])", "all([a])", "operator.truth(a)", "operator.index(a)", "[1, 2, 3, 4][a]",
-    "[1, 2, 3, 4][a:]", "list(range(a))", "hex(a)", "int(a)", "float(a)", "complex(a)",
-    "hash(a)", "len({a: 1})", "str(a)", "repr(a)", "f'{a}'", "format(a, '>3')", "bytes(a)",
+    "[1, 2, 3, 4][a:]", "len(range(a))", "hex(a)", "int(a)", "float(a)", "complex(a)",
+    "hash(a)", "len({a: 1})", "str(a)", "repr(a)", "f'{a}'", "format(a, '>3')",
     "iter(a) is not None", "list(a)", "tuple(a)", "sorted(a)", "[*a]", "[v for v in a]",
     "operator.length_hint(a, 5)", "1 in a", "a == 1", "a != a", "a < 1", "sorted([a, a])",
     "math.floor(a)", "divmod(7, a)", "'%d' % a",

@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import operator
+import sys
 import types
 from typing import Any
 
@@ -41,6 +42,8 @@ __all__ = [
 
 
 def _index(tx: Context, key: Value) -> Any:
+    """The int or slice a list or tuple takes ``key`` as (``PyNumber_AsSsize_t``: an int
+    that does not fit a ``Py_ssize_t`` is CPython's IndexError, naming the key's type)."""
     if isinstance(key, SliceValue):
         return key.as_slice() if key.is_constant() else _slice_of(tx, key)
     if not key.is_constant() and key.python_type() is int:
@@ -49,15 +52,23 @@ def _index(tx: Context, key: Value) -> Any:
         return key.as_constant()
     if not key.is_constant() and _has_python_index(key):
         # an object of the user's: its __index__ inlined and checked, as operator.index does
-        return tx.call_builtin(BuiltinValue(operator.index), [key], {}).as_constant()
+        index = tx.call_builtin(BuiltinValue(operator.index), [key], {}).as_constant()
+        return _fitting(index, key.python_type())
     if not key.is_constant():
         raise Unsupported(f"indexing a Python sequence with {key.describe()}")
     k = key.as_constant()
     if not isinstance(k, (int, slice)):
         if hasattr(k, "__index__") and folds_for_real(k, "__index__"):
-            return k.__index__()
+            return _fitting(k.__index__(), type(k))
         raise Unsupported(f"indexing a Python sequence with {type(k).__name__}")
-    return k
+    return k if isinstance(k, slice) else _fitting(k, type(k))
+
+
+def _fitting(index: int, kind: type) -> int:
+    if -sys.maxsize - 1 <= index <= sys.maxsize:
+        return index
+    message = f"cannot fit '{kind.__name__}' into an index-sized integer"
+    raise TracedException(cls=IndexError, args=(ConstantValue(message),))
 
 
 #: CPython's words for a slice bound that is no int, None or object with ``__index__``
