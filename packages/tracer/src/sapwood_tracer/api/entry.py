@@ -87,7 +87,6 @@ def _compiled_function(
                 return miss(L)
             except BaseException as exc:
                 to_user_frames(exc)
-                del exc  # (a bare raise re-raises it: this frame holds no reference)
                 raise
 
         functools.update_wrapper(wrapper, fn)
@@ -107,7 +106,6 @@ def _compiled_function(
             return miss(L)
         except BaseException as exc:
             to_user_frames(exc)
-            del exc  # (a bare raise re-raises it: this frame holds no reference)
             raise
 
     return method
