@@ -57,10 +57,10 @@ def text_call(
     if fn is repr and not args[0].is_constant():
         return object_text(tx, repr, args, kwargs)
     if fn is format and 1 <= len(args) <= 2 and not kwargs and _is_user_object(args[0]):
-        spec = args[1] if len(args) == 2 else ConstantValue("")
-        if not (spec.is_constant() and type(spec.as_constant()) is str):
-            raise Unsupported(f"format() of {args[0].describe()} with {spec.describe()}")
-        return object_format(tx, args[0], spec.as_constant())
+        given = args[1] if len(args) == 2 else ConstantValue("")
+        if not (given.is_constant() and type(given.as_constant()) is str):
+            raise Unsupported(f"format() of {args[0].describe()} with {given.describe()}")
+        return object_format(tx, args[0], given.as_constant())
     if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         raise Unsupported(f"{fn.__name__}() of {args[0].describe() if args else 'nothing'}")
     if args and not kwargs and inlines_text(args[0]):
