@@ -26,9 +26,10 @@ import operator
 from typing import Any
 
 from ..errors import Unsupported
+from ..values.attributes import has_python_special
 from ..values.base import ConstantValue, Context, Value
 from ..values.objects import NewObjectValue, ObjectValue
-from ..values.slot_results import checked, has_python_special, inline_special
+from ..values.slot_results import checked, inline_special
 from ..values.symbolic import specialised_int
 from .builtins import _OPERATORS, Handler, _fold_call, handles
 

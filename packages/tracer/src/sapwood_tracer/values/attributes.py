@@ -25,7 +25,9 @@ from .random_generators import is_generator_primitive
 __all__ = [
     "class_attribute",
     "class_dict_source",
+    "has_python_special",
     "held",
+    "indexes_in_python",
     "is_cached_property",
     "is_data_descriptor",
     "is_slot",
@@ -45,6 +47,23 @@ def lookup_mro(cls: type, name: str) -> tuple[type | None, Any]:
         if name in klass.__dict__:
             return klass, klass.__dict__[name]
     return None, _MISSING
+
+
+def has_python_special(cls: type, name: str) -> bool:
+    """Whether ``cls``'s lookup of the special method ``name`` finds a Python function."""
+    return isinstance(lookup_mro(cls, name)[1], types.FunctionType)
+
+
+def indexes_in_python(value: Value) -> bool:
+    """Whether ``operator.index(value)``, of a value that is no constant, runs a Python
+    ``__index__`` of the user's (an int, a subclass too, is taken as it is)."""
+    if value.is_constant():
+        return False
+    try:
+        kind = value.python_type()
+    except Unsupported:
+        return False
+    return not issubclass(kind, int) and has_python_special(kind, "__index__")
 
 
 def held(obj: Any, label: str) -> HeldObjectSource:

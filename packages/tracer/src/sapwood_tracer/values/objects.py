@@ -28,6 +28,7 @@ from ..guards.sources import ContainsSource, HasAttrSource
 from .attributes import (
     class_attribute,
     class_dict_source,
+    has_python_special,
     held,
     is_cached_property,
     is_data_descriptor,
@@ -59,7 +60,7 @@ from .module_writes import (
     write_module_attribute,
 )
 from .sequence_iterators import SequenceIteratorValue, user_iterator_of
-from .slot_results import checked, has_python_special, inline_special, sized_items
+from .slot_results import checked, inline_special, sized_items
 
 __all__ = [
     "ClassValue",

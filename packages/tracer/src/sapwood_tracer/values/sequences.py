@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import operator
 import sys
-import types
 from typing import Any
 
 from ..errors import TracedException, Unsupported
-from .attributes import class_attribute, lookup_mro
+from .attributes import class_attribute, indexes_in_python
 from .base import (
     BoundBuiltinMethod,
     BuiltinValue,
@@ -50,7 +49,7 @@ def _index(tx: Context, key: Value) -> Any:
         # a symbolic int: a Python list needs the number, so it is specialised (guarded);
         # an int the trace cannot know refuses in as_constant()
         return key.as_constant()
-    if not key.is_constant() and _has_python_index(key):
+    if not key.is_constant() and indexes_in_python(key):
         # an object of the user's: its __index__ inlined and checked, as operator.index does
         index = tx.call_builtin(BuiltinValue(operator.index), [key], {}).as_constant()
         return _fitting(index, key.python_type())
@@ -86,7 +85,7 @@ def _slice_of(tx: Context, key: SliceValue) -> slice:
         if part.is_constant() or part.python_type() is int:
             bound = part.as_constant()  # (a symbolic int is specialised)
             indexable = bound is None or hasattr(type(bound), "__index__")
-        elif _has_python_index(part):
+        elif indexes_in_python(part):
             bound = tx.call_builtin(BuiltinValue(operator.index), [part], {}).as_constant()
             indexable = True
         elif hasattr(part.python_type(), "__index__"):
@@ -97,15 +96,6 @@ def _slice_of(tx: Context, key: SliceValue) -> slice:
             raise TracedException(cls=TypeError, args=(ConstantValue(_NOT_A_SLICE_INDEX),))
         bounds[position] = bound
     return slice(bounds[0], bounds[1], bounds[2])
-
-
-def _has_python_index(key: Value) -> bool:
-    try:
-        kind = key.python_type()
-    except Unsupported:
-        return False
-    _, raw = lookup_mro(kind, "__index__")
-    return not issubclass(kind, int) and isinstance(raw, types.FunctionType)
 
 
 def _index_range(n: int, args: list[Value], kwargs: dict[str, Value]) -> range:

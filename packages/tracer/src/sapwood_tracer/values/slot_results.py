@@ -33,19 +33,17 @@ from __future__ import annotations
 
 import functools
 import operator
-import types
 import warnings
 from typing import Any
 
 from ..errors import TracedException, Unsupported
-from .attributes import class_attribute, lookup_mro
+from .attributes import class_attribute, has_python_special, indexes_in_python, lookup_mro
 from .base import Context, Value, holds_user_enum, is_constant_type
 from .exceptions import catches, python_error
 from .symbolic import specialised_int
 
 __all__ = [
     "checked",
-    "has_python_special",
     "inline_special",
     "length_hint",
     "presized",
@@ -90,11 +88,6 @@ _READS = {"__len__": "__index__", "__iter__": "__next__"}
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the type's C name is its __name__
 
 
-def has_python_special(cls: type, name: str) -> bool:
-    """Whether ``cls``'s lookup of the special method ``name`` finds a Python function."""
-    return isinstance(lookup_mro(cls, name)[1], types.FunctionType)
-
-
 def inline_special(tx: Context, obj: Value, name: str, args: list[Value] | None = None) -> Value:
     """``type(obj).<name>(obj, *args)``, the class's Python method inlined (the caller
     checked that there is one: :func:`has_python_special`)."""
@@ -114,7 +107,7 @@ def checked(tx: Context, name: str, result: Value, owner: type, *extra: Any) -> 
     if name == "__bool__" and not result.is_constant() and result.python_type() is bool:
         return tx.truth(result)  # (a symbolic bool: guarded)
     result = specialised_int(result)
-    if name == "__len__" and _index_converts(result):
+    if name == "__len__" and indexes_in_python(result):
         # the length goes through operator.index: the result's own __index__, inlined
         index = checked(
             tx, "__index__", inline_special(tx, result, "__index__"), result.python_type()
@@ -172,17 +165,6 @@ def presized(hint: int) -> None:
     with a chance of failing (a MemoryError at run time that the trace cannot foresee)."""
     if hint > _PRESIZE_LIMIT:
         raise Unsupported(f"a length hint of {hint} (Python allocates that much room first)")
-
-
-def _index_converts(result: Value) -> bool:
-    """Whether ``operator.index`` of ``result`` would run the ``__index__`` of the user's."""
-    if result.is_constant():
-        return False
-    try:
-        kind = result.python_type()
-    except Unsupported:
-        return False
-    return not issubclass(kind, int) and has_python_special(kind, "__index__")
 
 
 def _refused_by_type(name: str, kind: type) -> bool:
