@@ -55,10 +55,14 @@ def _top_level(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _signal_generations(compiled: Any) -> Any:
     if isinstance(compiled, torch.nn.Module):
         inner = getattr(compiled, "_sapwood_forward", None)
-        if inner is not None:
-            # the tracer's compiled module: wrap its compiled forward (module hooks would put
+        others = getattr(compiled, "_sapwood_others", None)
+        if inner is not None or others is not None:
+            # the tracer's compiled module: wrap its compiled forwards (module hooks would put
             # every call on nn.Module's slow hook path, several microseconds each)
-            object.__setattr__(compiled, "_sapwood_forward", _top_level(inner))
+            if inner is not None:
+                object.__setattr__(compiled, "_sapwood_forward", _top_level(inner))
+            if others is not None:  # the forwards the module has at later calls
+                others.set_wrap(_top_level)
             return compiled
         compiled.register_forward_pre_hook(lambda module, args: _enter())
         compiled.register_forward_hook(lambda module, args, out: _leave(), always_call=True)

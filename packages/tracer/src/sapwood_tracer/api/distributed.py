@@ -30,6 +30,8 @@ import torch
 from sapwood_graph import Backend
 from sapwood_graph.buckets import split_at_buckets
 
+from .forwards import Forwards
+
 __all__ = ["CompiledDDP", "OriginalModuleProxy", "bucketed_backend", "call_with_forward", "is_ddp"]
 
 _MISSING = object()
@@ -64,17 +66,6 @@ def call_with_forward(
             d.pop("forward", None)
         else:
             d["forward"] = prior
-
-
-def _forward_target(module: torch.nn.Module) -> tuple[Any, Any]:
-    """The function that ``module.forward`` runs and its receiver (``None`` for a plain
-    function stored on the instance)."""
-    own = module.__dict__.get("forward", _MISSING)
-    if own is _MISSING:
-        return type(module).forward, module
-    if hasattr(own, "__func__") and getattr(own, "__self__", None) is not None:
-        return own.__func__, own.__self__
-    return own, None
 
 
 def bucketed_backend(ddp: torch.nn.Module, backend: Backend) -> Backend:
@@ -125,15 +116,16 @@ class CompiledDDP(OriginalModuleProxy):
     def __init__(
         self,
         ddp: torch.nn.Module,
-        compile_forward: Callable[[Any, Any], Callable[..., Any]],
+        compile_forward: Callable[[Any], Callable[..., Any]],
     ) -> None:
         super().__init__()
         self._orig_mod = ddp
-        inner = ddp.module
-        assert isinstance(inner, torch.nn.Module)
-        function, receiver = _forward_target(inner)
-        object.__setattr__(self, "_sapwood_forward", compile_forward(function, receiver))
+        assert isinstance(ddp.module, torch.nn.Module)
+        # whatever the wrapped model's forward is at each call, compiled (see .forwards)
+        object.__setattr__(self, "_sapwood_others", Forwards(compile_forward))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         ddp = self._orig_mod
-        return call_with_forward(ddp.module, self._sapwood_forward, args, kwargs, call=ddp)
+        inner = ddp.module
+        forward = self._sapwood_others.bound(inner.forward)
+        return call_with_forward(inner, forward, args, kwargs, call=ddp)

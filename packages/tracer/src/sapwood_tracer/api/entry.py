@@ -46,6 +46,7 @@ from .distributed import (
     is_ddp,
 )
 from .dynamic import plan_after_miss
+from .forwards import NO_RECEIVER, Forwards, caller_of
 from .tracebacks import to_user_frames
 
 __all__ = ["CompiledModule", "compile"]
@@ -376,7 +377,11 @@ def run_eagerly(
 
 
 class CompiledModule(OriginalModuleProxy):
-    """A compiled ``nn.Module``: the original is its only child, ``_orig_mod``."""
+    """A compiled ``nn.Module``: the original is its only child, ``_orig_mod``.
+
+    Each call runs what ``_orig_mod.forward`` is at that call, compiled (see
+    :mod:`.forwards`): a forward set on the instance or the class later is followed.
+    """
 
     __sapwood_compiled_module__ = True
 
@@ -392,20 +397,37 @@ class CompiledModule(OriginalModuleProxy):
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
-        # The forward is compiled unbound and called with ``self._orig_mod`` at each call, so
-        # a copy of the compiled module (``copy.deepcopy``) runs its own copy of the module.
-        compiled = _compiled_function(forward, backend, None, fullgraph, dynamic)
-        object.__setattr__(self, "_sapwood_forward", compiled)
+
+        def make(function: types.FunctionType) -> Callable[..., Any]:
+            return _compiled_function(function, backend, None, fullgraph, dynamic)
+
+        # The forward is compiled unbound and called with the module at each call, so a copy
+        # of the compiled module (``copy.deepcopy``) runs its own copy of the module.
+        object.__setattr__(self, "_sapwood_traced", forward)
+        object.__setattr__(self, "_sapwood_forward", make(forward))
+        object.__setattr__(self, "_sapwood_others", Forwards(make))
         object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._modules["_orig_mod"]  # (``self._orig_mod`` goes through __getattr__)
-        if not (module._forward_hooks or module._forward_pre_hooks):
-            return self._sapwood_forward(module, *args, **kwargs)
-        return self._forward_with_hooks(module, args, kwargs)
+        bound = module.forward  # what nn.Module.__call__ would run
+        if type(bound) is types.MethodType and bound.__func__ is self._sapwood_traced:
+            run, receiver = self._sapwood_forward, bound.__self__
+        else:
+            run, receiver = self._sapwood_others.resolve(bound)
+        if module._forward_hooks or module._forward_pre_hooks:
+            return self._forward_with_hooks(module, run, receiver, args, kwargs)
+        if receiver is NO_RECEIVER:
+            return run(*args, **kwargs)
+        return run(receiver, *args, **kwargs)
 
     def _forward_with_hooks(
-        self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        module: torch.nn.Module,
+        run: Callable[..., Any],
+        receiver: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Any:
         # The original module's own forward (pre-)hooks run around the compiled forward,
         # in Module._call_impl's order (they are Python code, as they would be eagerly).
@@ -424,7 +446,10 @@ class CompiledModule(OriginalModuleProxy):
                 result = hook(module, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self._sapwood_forward(module, *args, **kwargs)
+        if receiver is NO_RECEIVER:
+            output = run(*args, **kwargs)
+        else:
+            output = run(receiver, *args, **kwargs)
         for hook_id, hook in list(module._forward_hooks.items()):
             if hook_id in module._forward_hooks_with_kwargs:
                 result = hook(module, args, kwargs, output)
@@ -493,8 +518,8 @@ def compile(
         ):
             ddp_backend = bucketed_backend(fn_or_module, backend) if ddp_split else backend
 
-            def compile_forward(function: Any, receiver: Any) -> Callable[..., Any]:
-                return _compiled_function(function, ddp_backend, receiver, fullgraph, dynamic)
+            def compile_forward(function: Any) -> Callable[..., Any]:
+                return _compiled_function(function, ddp_backend, None, fullgraph, dynamic)
 
             return CompiledDDP(fn_or_module, compile_forward)
         return CompiledModule(fn_or_module, backend, fullgraph, dynamic)
@@ -515,22 +540,7 @@ def compile(
         return _compiled_function(call, backend, fn, fullgraph, dynamic)  # a callable object
     # a builtin, a class, a C method: a Python function calling it is compiled, so what the
     # call runs of the user's (a __bool__, an __init__, a callback) is traced like any code
-    return _compiled_function(_caller_of(fn), backend, None, fullgraph, dynamic)
-
-
-def _caller_of(target: Any) -> types.FunctionType:
-    """``lambda *args, **kwargs: target(*args, **kwargs)``, with a code of its own for each
-    target (the cache is per code object: targets must not share one, and its recompile
-    limit)."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return target(*args, **kwargs)
-
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
-    code = call.__code__.replace(co_name=f"{name} at {id(target):#x}", co_qualname=str(name))
-    caller = types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
-    functools.update_wrapper(caller, target, updated=())
-    return caller
+    return _compiled_function(caller_of(fn), backend, None, fullgraph, dynamic)
 
 
 def _loop_item_plan(code: types.CodeType) -> ShapePlan | None:
