@@ -418,3 +418,101 @@ def tiny_llama_layers(
     positions = torch.arange(tokens)[None].expand(2, tokens)
     embeddings = LlamaRotaryEmbedding(config)(hidden, positions)
     return layers, hidden, {"position_embeddings": embeddings}
+
+
+class KVCache(nn.Module):
+    """Keys and values of every position so far, written in place (``index_copy_``)."""
+
+    def __init__(self, heads: int, max_tokens: int, head_dim: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        shape = (1, heads, max_tokens, head_dim)
+        self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype), persistent=False)
+
+    def update(
+        self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self.k_cache.index_copy_(2, input_pos, k)
+        self.v_cache.index_copy_(2, input_pos, v)
+        return self.k_cache, self.v_cache
+
+
+class DecoderBlock(nn.Module):
+    """A Llama block that attends over a static key/value cache (the gpt-fast layout)."""
+
+    def __init__(self, dim: int, heads: int, hidden: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.wqkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+        self.kv_cache: KVCache | None = None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor,
+        input_pos: torch.Tensor,
+    ) -> torch.Tensor:
+        batch, tokens, dim = x.shape
+        head_dim = dim // self.heads
+        q, k, v = self.wqkv(self.attn_norm(x)).split(dim, dim=-1)
+        q, k, v = (t.view(batch, tokens, self.heads, head_dim).transpose(1, 2) for t in (q, k, v))
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        if self.kv_cache is not None:
+            k, v = self.kv_cache.update(input_pos, k, v)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.wo(y.transpose(1, 2).reshape(batch, tokens, dim))
+        h = self.mlp_norm(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class Decoder(nn.Module):
+    """A Llama-style decoder for token-by-token generation: ``forward(tokens, input_pos)``
+    with static key/value caches (:meth:`setup_caches`), as in gpt-fast."""
+
+    def __init__(
+        self, vocab: int = 32000, dim: int = 1024, heads: int = 16, layers: int = 8
+    ) -> None:
+        super().__init__()
+        hidden = 256 * ((int(8 * dim / 3) + 255) // 256)
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(DecoderBlock(dim, heads, hidden) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.max_tokens = 0
+
+    def setup_caches(self, max_tokens: int) -> None:
+        dim = self.head.in_features
+        head_dim = dim // self.heads
+        dtype, device = self.head.weight.dtype, self.head.weight.device
+        for block in self.blocks:
+            block.kv_cache = KVCache(self.heads, max_tokens, head_dim, dtype).to(device)
+        half = head_dim // 2
+        inverse = 1.0 / (10000.0 ** (torch.arange(half, device=device) / half))
+        angles = torch.outer(torch.arange(max_tokens, device=device), inverse)
+        self.register_buffer("cos", angles.cos().to(dtype), persistent=False)
+        self.register_buffer("sin", angles.sin().to(dtype), persistent=False)
+        causal = torch.ones(max_tokens, max_tokens, dtype=torch.bool, device=device).tril()
+        self.register_buffer("causal", causal, persistent=False)
+        self.max_tokens = max_tokens
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        mask = self.causal[None, None, input_pos]
+        cos, sin = self.cos[input_pos], self.sin[input_pos]
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin, mask, input_pos)
+        return self.head(self.norm(x))
+
+
+def decode_one_token(model: Decoder, token: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+    """The next token (greedy) after ``token`` at ``input_pos``: gpt-fast's decode step."""
+    logits = model(token, input_pos)
+    return logits[:, -1].argmax(dim=-1, keepdim=True)

@@ -30,6 +30,7 @@ from sapwood_tracer import (
     graph_break,
     mark_dynamic,
     mark_static,
+    mark_static_address,
 )
 
 __version__ = "0.1.0"
@@ -45,6 +46,7 @@ __all__ = [
     "list_backends",
     "mark_dynamic",
     "mark_static",
+    "mark_static_address",
     "mark_step_begin",
     "register_backend",
     "reset",

@@ -446,9 +446,14 @@ def test_uncapturable_function_runs_eagerly_with_a_reason(sim, monkeypatch):
     f = wrap(pointwise, [torch.ones(4)], name="nocap")
     f([torch.ones(4)])
     monkeypatch.setattr(sim, "capture", boom)
-    x = torch.randn(4)
-    torch.testing.assert_close(f([x])[0], pointwise([x])[0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = torch.randn(4)
+            torch.testing.assert_close(f([x])[0], pointwise([x])[0])
     assert "capture failed" in fn_info("nocap").eager_reason
+    said = [w for w in caught if "could not be recorded into a CUDA graph" in str(w.message)]
+    assert len(said) == 1 and "'nocap'" in str(said[0].message)
 
 
 def test_reset_frees_every_block_of_the_pool(sim):

@@ -225,6 +225,30 @@ def test_parameters_and_buffers_are_static_graph_inputs():
     assert [name for name, is_static in static.items() if not is_static] == ["input"]
 
 
+@pytest.mark.parametrize("mark", ["sapwood", "torch"])
+def test_tensors_marked_with_a_static_address_are_static_graph_inputs(mark):
+    def update(cache, x, pos):
+        cache.index_copy_(0, pos, x)
+        return cache.sum(0)
+
+    cache, other = torch.zeros(4, 3), torch.zeros(4, 3)
+    if mark == "sapwood":
+        sapwood_tracer.mark_static_address(cache)
+    else:
+        torch._dynamo.mark_static_address(cache)
+    x, pos = torch.randn(1, 3), torch.tensor([2])
+    (gm,) = _graphs_of(update, cache, x, pos)
+    static = [bool(n.meta.get("static_input")) for n in gm.graph.nodes if n.op == "placeholder"]
+    assert static == [True, False, False]
+    (gm,) = _graphs_of(update, other, x, pos)  # unmarked: an ordinary input
+    assert not any(n.meta.get("static_input") for n in gm.graph.nodes)
+
+
+def test_mark_static_address_takes_only_tensors():
+    with pytest.raises(TypeError, match="expects a tensor"):
+        sapwood_tracer.mark_static_address([1, 2])
+
+
 def _scaled(x):
     made_on_this_line = x.sin() * 3
     return made_on_this_line

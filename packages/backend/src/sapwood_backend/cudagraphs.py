@@ -16,6 +16,13 @@ Graphs with no CUDA tensor among their inputs are returned unwrapped: there is n
 record. Anything else the runtime cannot capture it runs eagerly and records why
 (``sapwood_cudagraph_trees.tree_info``).
 
+Inputs a graph writes in place (a static key/value cache, BatchNorm's running statistics, a
+tensor the user's code updates with ``add_``) are static too: the recording writes into the
+caller's tensor at its own address, which every replay checks; one that moves is recorded
+again, and after ``max_static_rerecords`` moves the function runs eagerly, saying why. (The
+tree would otherwise copy such an input into a buffer of its own, where the write is lost, so
+it refuses them and runs eagerly.)
+
 Outputs that only autograd sees are declared reusable, so the tree runtime hands out the same
 tensor objects on every replay instead of building new ones: a forward graph's activations
 that AOT autograd saves for the backward (never returned to the user), and every output of a
@@ -35,7 +42,7 @@ from .builtin import static_top_level_inputs
 from .compile_cache import cacheable_inputs
 from .registry import register_backend
 
-__all__ = ["cudagraphs", "inductor_on_trees"]
+__all__ = ["cudagraphs", "inductor_on_trees", "mutated_placeholders"]
 
 
 def _cuda_device_index(example_inputs: Sequence[Any]) -> int | None:
@@ -128,6 +135,29 @@ def _backward_static_inputs(
     return static
 
 
+def mutated_placeholders(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Indices of ``gm``'s inputs that an operation of the graph writes in place (AOT
+    autograd keeps an inference graph's input mutations in the graph as ``copy_`` nodes)."""
+    placeholders = {
+        node: i for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
+    }
+    written: set[int] = set()
+    for node in gm.graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        for argument, value in zip(schema.arguments, node.args):
+            info = argument.alias_info
+            if info is not None and info.is_write and value in placeholders:
+                written.add(placeholders[value])
+        for name, value in node.kwargs.items():
+            argument = next((a for a in schema.arguments if a.name == name), None)
+            info = argument.alias_info if argument is not None else None
+            if info is not None and info.is_write and value in placeholders:
+                written.add(placeholders[value])
+    return tuple(sorted(written))
+
+
 def _tree_mode(*, is_backward: bool, is_inference: bool) -> str:
     if is_backward:
         return "backward"
@@ -158,6 +188,7 @@ def _inner_compile_on_trees(
         return compiled
     is_backward = bool(kwargs.get("is_backward", False))
     static = set(kwargs.get("static_input_idxs") or ())
+    mutated = tuple(getattr(compiled, "mutated_input_idxs", ()) or ())
     if is_backward:
         static = _backward_static_inputs(gm, sorted(static), forward_static.get("forward"))
     else:
@@ -166,6 +197,7 @@ def _inner_compile_on_trees(
         static |= {lifted + index for index in top_level_static if lifted >= 0}
         if not kwargs.get("is_inference", False):
             forward_static["forward"] = frozenset(static)
+    static |= set(mutated)  # written in place at the caller's address (module docstring)
     mode = _tree_mode(is_backward=is_backward, is_inference=bool(kwargs.get("is_inference", False)))
     compiled.current_callable = cudagraphify(  # type: ignore[attr-defined]
         run,
@@ -174,7 +206,7 @@ def _inner_compile_on_trees(
         device_index=device_index,
         mode=mode,
         stack_traces=_output_stack_traces(gm),
-        mutated_input_idxs=tuple(getattr(compiled, "mutated_input_idxs", ()) or ()),
+        mutated_input_idxs=mutated,
         name=gm.__class__.__name__,
         # Inductor's code is specialised to the example layouts (its callers' guards and AOT
         # autograd's tangent coercion keep them), so the trees key calls on non-tensor inputs
@@ -239,6 +271,8 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
                 static = set(range(lifted)) | {lifted + i for i in top_level_static}
                 if mode == "forward":
                     forward_static["forward"] = frozenset(static)
+            mutated = mutated_placeholders(aot_gm)
+            static |= set(mutated)
             boxed = make_boxed_func(aot_gm.forward)
             wrapped = cudagraphify(
                 boxed,
@@ -246,6 +280,7 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
                 tuple(sorted(static)),
                 device_index=device_index,
                 mode=mode,
+                mutated_input_idxs=mutated,
                 stack_traces=_output_stack_traces(aot_gm),
                 name=f"{mode} graph",
                 reusable_output_idxs=_reusable_outputs(aot_gm, mode),

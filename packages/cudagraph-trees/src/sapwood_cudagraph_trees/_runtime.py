@@ -278,6 +278,11 @@ class DeviceRuntime:
             graph, captured = layer.capture(fn.model, list(recording_inputs))
         except Exception as exc:  # anything that cannot be captured runs eagerly
             fn.eager_reason = f"capture failed: {type(exc).__name__}: {exc}"
+            warnings.warn(  # once: the function runs eagerly from now on
+                f"'{fn.name}' could not be recorded into a CUDA graph and runs eagerly from "
+                f"now on ({fn.eager_reason}); the tree's other functions still replay",
+                stacklevel=3,
+            )
             return fn.run_eagerly(inputs, fn.eager_reason)
         captured = list(captured)
         odd = uncapturable_output(captured)
@@ -538,7 +543,8 @@ class TreeFunction:
                 self.eager_reason = (
                     f"static inputs changed address {self.static_rerecords} times "
                     f"(limit {self.max_static_rerecords}); pass stable parameters or do not "
-                    "mark the changing inputs static"
+                    "mark the changing inputs static (a compiler marks the inputs a graph "
+                    "writes in place static too)"
                 )
                 return self.run_eagerly(inputs, self.eager_reason)
         if host_changed:

@@ -10,7 +10,8 @@ Public API:
 * :func:`disable`, :func:`graph_break`, :func:`allow_in_graph`, :func:`disallow_in_graph` —
   tell the tracer what not to trace, where to split, what to keep as one graph node.
 * :func:`mark_dynamic`, :func:`mark_static` — make a tensor's dim symbolic, or keep it
-  static, whatever ``compile(dynamic=...)`` says.
+  static, whatever ``compile(dynamic=...)`` says; :func:`mark_static_address` — a tensor that
+  keeps its storage (a static key/value cache), read and written in place by CUDA graphs.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
 * :class:`UnsupportedPythonWarning` — the running Python's bytecode is unknown; code runs
@@ -33,6 +34,7 @@ from .marks import (
     graph_break,
     mark_dynamic,
     mark_static,
+    mark_static_address,
 )
 from .pinned import pin_modules
 
@@ -61,5 +63,6 @@ __all__ = [
     "graph_break",
     "mark_dynamic",
     "mark_static",
+    "mark_static_address",
     "reset",
 ]

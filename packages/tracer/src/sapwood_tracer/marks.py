@@ -1,6 +1,6 @@
 """What users tell the tracer about their functions and tensors: ``disable``,
-``graph_break``, ``allow_in_graph`` and ``disallow_in_graph`` on functions; ``mark_dynamic``
-and ``mark_static`` on tensors.
+``graph_break``, ``allow_in_graph`` and ``disallow_in_graph`` on functions; ``mark_dynamic``,
+``mark_static`` and ``mark_static_address`` on tensors.
 
 Invariants:
 
@@ -13,6 +13,9 @@ Invariants:
 * Dims marked dynamic or static are stored on the tensor object and read when a call
   traces (see :mod:`sapwood_tracer.interpreter.shape_plan`); they override
   ``compile(dynamic=...)`` per dim. torch's own ``mark_dynamic`` marks are read too.
+* A tensor marked with ``mark_static_address`` (sapwood's or torch's: one attribute, so each
+  compiler honours the other's mark) is a static input of the graphs that take it: the CUDA
+  graph trees read and write it at its own address instead of copying it into a buffer.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ __all__ = [
     "is_disallowed",
     "mark_dynamic",
     "mark_static",
+    "mark_static_address",
     "marked_dims",
+    "static_address_marked",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -153,6 +158,27 @@ def mark_static(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
     setattr(tensor, _STATIC_ATTR, frozenset(current | dims))
     dynamic = set(getattr(tensor, _DYNAMIC_ATTR, ())) - dims
     setattr(tensor, _DYNAMIC_ATTR, frozenset(dynamic))
+
+
+_STATIC_ADDRESS_ATTR = "_dynamo_static_input_type"  # torch.compile's attribute, shared
+
+
+def mark_static_address(tensor: torch.Tensor, guard: bool = False) -> None:
+    """Declare that ``tensor`` keeps its storage between calls (a static key/value cache).
+
+    Graphs that take it treat it as module state: a CUDA graph recorded with it reads and
+    writes it in place, and checks its address at each replay (a tensor that moved is
+    recorded again). ``guard`` is accepted for ``torch._dynamo.mark_static_address``'s
+    signature; sapwood checks the address either way. Same attribute as torch's mark.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"mark_static_address expects a tensor, got {type(tensor).__name__}")
+    setattr(tensor, _STATIC_ADDRESS_ATTR, "guarded" if guard else "unguarded")
+
+
+def static_address_marked(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` carries sapwood's or torch's ``mark_static_address`` mark."""
+    return getattr(tensor, _STATIC_ADDRESS_ATTR, None) in ("guarded", "unguarded")
 
 
 def marked_dims(tensor: torch.Tensor, *, dynamic: bool) -> set[int]:

@@ -24,6 +24,7 @@ from sapwood_graph import (
 
 from ..errors import Unsupported
 from ..guards.sources import LeafViewSource
+from ..marks import static_address_marked
 from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
 from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
@@ -58,8 +59,13 @@ _SELF_WHEN_UNCHANGED = frozenset(
 
 
 def _is_module_state(tx: Context, tensor: torch.Tensor, source: Source) -> bool:
-    """A parameter, or a buffer read as a module attribute: storage that stays put."""
-    return isinstance(tensor, torch.nn.Parameter) or tx.member_stores.get(source) == "_buffers"
+    """A parameter, a buffer read as a module attribute, or a tensor marked with
+    ``mark_static_address``: storage that stays put."""
+    return (
+        isinstance(tensor, torch.nn.Parameter)
+        or tx.member_stores.get(source) == "_buffers"
+        or static_address_marked(tensor)
+    )
 
 
 def _stamp(tx: Context, proxy: Any) -> None:
