@@ -7,12 +7,14 @@ this is also the proof that sapwood's backends plug into torch.compile unchanged
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import pytest
 import torch
 
 import sapwood_backend
+from sapwood_backend.registry import lookup_backend
 
 from .models import MODEL_NAMES, model_and_input
 
@@ -119,3 +121,44 @@ def test_inductor_is_told_which_inputs_are_parameters_and_buffers(monkeypatch) -
         assert weight_index in static, (static, shapes)
         # weight, bias, BN weight, bias, running mean, running var (and the batch counter)
         assert len(static) >= 6, (static, shapes)
+
+
+def test_inductor_graphs_are_called_without_the_dynamo_disable_wrapper(monkeypatch) -> None:
+    from sapwood_backend import builtin
+
+    calls: list[str] = []
+
+    def wrapped_call(*args: Any) -> Any:
+        calls.append("wrapper")
+        return orig(*args)
+
+    def orig(*args: Any) -> Any:
+        calls.append("inner")
+        return args
+
+    wrapped_call._torchdynamo_disable = True  # type: ignore[attr-defined]
+    wrapped_call._torchdynamo_orig_callable = orig  # type: ignore[attr-defined]
+    wrapped_call._torchdynamo_wrapper_id = id(wrapped_call)  # type: ignore[attr-defined]
+    copied = functools.wraps(wrapped_call)(lambda *args: ("copied", *args))
+    assert builtin.direct_call(copied) is copied  # its attributes copied: not the wrapper
+    direct = builtin.direct_call(wrapped_call)
+    assert direct(1, 2) == (1, 2) and calls == ["inner"]  # no frame hook: straight in
+    calls.clear()
+    monkeypatch.setattr(
+        torch._C._dynamo.eval_frame, "get_eval_frame_callback", lambda: lambda *a: None
+    )
+    hooked = builtin.direct_call(wrapped_call)
+    assert hooked(3) == (3,) and calls == ["wrapper", "inner"]  # a hook is on: the wrapper
+    plain = builtin.direct_call(orig)
+    assert plain is orig  # nothing to unwrap
+
+
+def test_inductor_graph_called_directly_matches_eager() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.sin(x) * 2 + 1,)
+
+    gm = torch.fx.symbolic_trace(f)
+    x = torch.randn(8)
+    compiled = lookup_backend("inductor")(gm, [x])  # a tuple out: AOT autograd's own wrapper
+    assert getattr(compiled, "__wrapped__", None) is not None  # the disable wrapper, unwrapped
+    torch.testing.assert_close(tuple(compiled(x)), f(x))

@@ -98,7 +98,5 @@ def test_a_static_cache_of_generate_is_declared_static(declared) -> None:
     for call in writing:  # prefill (the lengths) and decode (the lengths, keys and values)
         assert call["mutated"] <= call["static"]
     # the decode graph writes the keys and values of both layers in place
-    caches = [
-        [i for i in call["mutated"] if call["inputs"][i].dim() == 4] for call in writing
-    ]
+    caches = [[i for i in call["mutated"] if call["inputs"][i].dim() == 4] for call in writing]
     assert any(len(found) == 4 for found in caches), caches

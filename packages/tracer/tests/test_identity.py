@@ -187,3 +187,37 @@ def test_a_function_or_partial_reached_through_two_inputs_is_the_same_object(sam
         assert compiled_ref(*args) == through_a_weak_reference(*args)
     report = sapwood_tracer.explain(fn)(same, same)
     assert not report.breaks and not report.eager_functions
+
+
+class _Kernel(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+KERNEL = _Kernel()
+KERNELS: dict[int, object] = {}
+
+
+def test_a_dict_keyed_by_id_of_a_lasting_object_is_handed_over_at_a_break():
+    # transformers' kernel routing: ``table[id(fn)] = ...`` then the table escapes the graph
+    def route(x: torch.Tensor) -> torch.Tensor:
+        table = dict(KERNELS)
+        table[id(KERNEL)] = KERNEL
+        y = x * 2
+        sapwood_tracer.graph_break()
+        KERNELS.clear()
+        KERNELS.update(table)
+        return y + len(table)
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = sapwood_tracer.compile(route, backend=backend)
+    for _ in range(2):
+        KERNELS.clear()
+        torch.testing.assert_close(compiled(X), route(X))
+        assert list(KERNELS) == [id(KERNEL)] and KERNELS[id(KERNEL)] is KERNEL
+    assert len(graphs) == 2  # before and after the break: nothing ran eagerly as a whole

@@ -29,7 +29,14 @@ from .input_asserts import (
 )
 from .registry import register_backend
 
-__all__ = ["aot_eager", "eager", "inductor", "inductor_with", "static_top_level_inputs"]
+__all__ = [
+    "aot_eager",
+    "direct_call",
+    "eager",
+    "inductor",
+    "inductor_with",
+    "static_top_level_inputs",
+]
 
 
 @register_backend
@@ -84,6 +91,35 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callab
         return compiled(*args)[0]
 
     return run_single_output
+
+
+def direct_call(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` without the ``torch._dynamo.disable`` wrapper AOT autograd puts around it,
+    whenever torch's frame hook is off at the call.
+
+    The wrapper exists so that torch.compile does not trace into a compiled graph: around each
+    call it sets torch's frame-evaluation callback to none and restores the one before. Where
+    no callback is set (sapwood installs none; its compiled functions are plain Python) that is
+    three switches to the state already in force, paid on every call of every graph; where one
+    is set (the call runs inside a torch.compile'd function), the wrapper runs as before.
+    """
+    inner = getattr(compiled, "_torchdynamo_orig_callable", None)
+    if (
+        inner is None
+        or getattr(compiled, "_torchdynamo_disable", False) is not True
+        # the wrapper itself, not a function that copied its attributes (functools.wraps)
+        or getattr(compiled, "_torchdynamo_wrapper_id", None) != id(compiled)
+    ):
+        return compiled
+    callback = torch._C._dynamo.eval_frame.get_eval_frame_callback
+
+    def call(*args: Any) -> Any:
+        if callback() is None:
+            return inner(*args)
+        return compiled(*args)
+
+    call.__wrapped__ = compiled  # type: ignore[attr-defined]
+    return call
 
 
 def static_top_level_inputs(
@@ -173,7 +209,7 @@ def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[...,
             )
         with cacheable_inputs(example_inputs) as inputs:
             compiled = compile_fx(gm, inputs, config_patches=patches or None, **extra)
-        return cast(Callable[..., Any], compiled)
+        return direct_call(cast(Callable[..., Any], compiled))
 
     compile_with_inductor.__name__ = "inductor"
     compile_with_inductor.__qualname__ = "inductor"

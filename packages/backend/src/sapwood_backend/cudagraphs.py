@@ -38,7 +38,7 @@ from typing import Any, cast
 
 import torch
 
-from .builtin import static_top_level_inputs
+from .builtin import direct_call, static_top_level_inputs
 from .compile_cache import cacheable_inputs
 from .registry import register_backend
 
@@ -240,7 +240,7 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
             cacheable_inputs(example_inputs) as inputs,
         ):
             compiled = compile_fx(gm, inputs, inner_compile=inner, config_patches=patches)
-        return cast(Callable[..., Any], compiled)
+        return direct_call(cast(Callable[..., Any], compiled))
 
     return inductor_reduce_overhead
 

@@ -66,6 +66,7 @@ from ..values.functions import (
     UserFunctionValue,
 )
 from ..values.generators import GeneratorValue
+from ..values.identity import ObjectIdValue
 from ..values.logging_calls import LoggingCallValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
@@ -398,6 +399,12 @@ def _emit(
             del built[id(value)]
 
 
+def _lasting(value: Value) -> bool:
+    """A value that is an object living outside the trace: read from the inputs, or a
+    constant (an ``id()`` of it means the same number eagerly)."""
+    return value.source is not None or (not isinstance(value, TensorValue) and value.is_constant())
+
+
 def _emit_value(
     em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
 ) -> str:
@@ -513,6 +520,11 @@ def _emit_value(
         )
     if isinstance(value, SliceValue):
         return em.const(value.as_slice())
+    if isinstance(value, ObjectIdValue) and _lasting(value.target):
+        # ``id(x)`` of an object that outlives the call (from the inputs, or a constant):
+        # the number is the object's own id, taken when the value is handed over
+        target = _emit(em, value.target, collector, built, indent)
+        return f"{em.const(id)}({target})"
     name = em.temp()
     if isinstance(value, NamedTupleValue):
         parts = [_emit(em, v, collector, built, indent) for v in value.items]

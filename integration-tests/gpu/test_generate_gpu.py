@@ -1,0 +1,77 @@
+"""transformers ``generate()`` with a static cache under reduce-overhead: the trees replay.
+
+The documented fast-generation recipe, ``model.forward = sapwood.compile(model.forward,
+mode="reduce-overhead", fullgraph=True)`` and ``generate(..., cache_implementation="static")``:
+the decode graph writes the cache in place, so it must be a static input of the tree (it ran
+eagerly at every step before). Runs on the GPU machine; skipped elsewhere with its reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+import sapwood
+
+pytestmark = pytest.mark.gpu
+
+transformers = pytest.importorskip("transformers")
+
+
+def _model() -> torch.nn.Module:
+    transformers.logging.set_verbosity_error()
+    config = transformers.LlamaConfig(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+        max_position_embeddings=256,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16).eval()
+
+
+def _generate(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model.generate(
+            ids,
+            max_new_tokens=24,
+            min_new_tokens=24,
+            do_sample=False,
+            cache_implementation="static",
+            disable_compile=True,
+        )
+
+
+def test_generate_with_a_static_cache_replays_every_decode_step() -> None:
+    import sapwood_cudagraph_trees
+
+    sapwood.reset()
+    base = _model()
+    default, graphed = copy.deepcopy(base), copy.deepcopy(base)
+    default.forward = sapwood.compile(default.forward, fullgraph=True)
+    graphed.forward = sapwood.compile(graphed.forward, mode="reduce-overhead", fullgraph=True)
+    ids = torch.randint(0, 512, (1, 12), device="cuda")
+    expected = _generate(default, ids)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = [_generate(graphed, ids) for _ in range(3)]
+    for out in outputs:
+        assert torch.equal(out, expected)
+    info = sapwood_cudagraph_trees.tree_info(0)
+    decode = [f for f in info.functions if f.replays > 0]
+    assert decode, f"no function of the tree replayed: {info.functions}"
+    for f in info.functions:  # the decode graph: no step ran eagerly
+        if f.replays:
+            assert not f.fallbacks, (f.name, dict(f.fallbacks), f.eager_reason)
+            assert f.eager_reason is None
+    # later generate() calls replay their decode steps: 23 steps per call after the first
+    assert sum(f.replays for f in decode) >= 2 * 23 - 2
+    mutated = [w for w in caught if "is mutated and is not a static input" in str(w.message)]
+    assert not mutated, [str(w.message) for w in mutated]
