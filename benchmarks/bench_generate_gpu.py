@@ -12,12 +12,14 @@ median of interleaved rounds), whether each column's tokens equal sapwood defaul
 sapwood reduce-overhead the tree's functions: recordings, replays and eager runs with reasons.
 A column that fails is reported with its error.
 
-``python benchmarks/bench_generate_gpu.py [OUT]``
+``python benchmarks/bench_generate_gpu.py [OUT]`` (``SAPWOOD_BENCH_QUICK=1``: the first size only,
+two rounds)
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import statistics
 import sys
 import time
@@ -36,6 +38,8 @@ SIZES = [(1024, 8), (2048, 16)]
 PROMPT = 32
 NEW_TOKENS = 128
 ROUNDS = 3
+if os.environ.get("SAPWOOD_BENCH_QUICK"):  # one size, fewer rounds: a short device lease
+    SIZES, ROUNDS = SIZES[:1], 2
 
 
 def _model(dim: int, layers: int) -> Any:

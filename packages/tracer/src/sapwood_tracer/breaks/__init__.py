@@ -9,7 +9,8 @@
   as a real one at its yield, which a later trace can advance and put elsewhere;
   :mod:`.generator_rebuild` emits the entry's lines that build or reposition one.
 * :mod:`.outputs` — the entry function itself: guards, the compiled graph, rebuilding the
-  returned values as real objects, replaying side effects.
+  returned values as real objects, replaying side effects (:mod:`.iterator_rebuild` and
+  :mod:`.function_rebuild` rebuild iterators, and a nested function's attributes).
 
 May import the interpreter (its frames and recorded effects), the Python and value models,
 guards, marks and errors; only the API sits above.

@@ -82,6 +82,7 @@ from ..values.runtime_objects import LockValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
+from .function_rebuild import emit_function_attributes, lasting
 from .generator_rebuild import emit_generator, emit_reposition, generator_parts
 from .handles import emit_made_again
 from .iterator_rebuild import emit_iterator
@@ -345,33 +346,6 @@ def _new_function(
     return fn
 
 
-def _emit_function_attributes(
-    em: Emitter,
-    value: NestedFunctionValue,
-    name: str,
-    collector: OutputCollector,
-    built: dict[int, str],
-    indent: str,
-) -> None:
-    """The fields the program assigned and the ``__dict__`` it filled, on the rebuilt
-    function ``name`` (its ``__dict__`` is that dict, wherever else it is reached from)."""
-    for field, item in value.fields.items():
-        text = _emit(em, item, collector, built, indent)
-        em.lines.append(f"{indent}{name}.{field} = {text}")
-    namespace = value.namespace
-    if namespace is None:
-        return
-    if id(namespace) in built:
-        raise Unsupported(f"rebuilding the __dict__ of {value.describe()} before the function")
-    built[id(namespace)] = f"{name}.__dict__"
-    if isinstance(namespace, DictValue) and namespace.entries:
-        pairs = [
-            f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
-            for k, v in namespace.entries.values()
-        ]
-        em.lines.append(f"{indent}{name}.__dict__.update([{', '.join(pairs)}])")
-
-
 def _source_of(value: Value) -> Source | None:
     return value.source
 
@@ -397,12 +371,6 @@ def _emit(
     finally:
         if built.get(id(value)) is _BUILDING:
             del built[id(value)]
-
-
-def _lasting(value: Value) -> bool:
-    """A value that is an object living outside the trace: read from the inputs, or a
-    constant (an ``id()`` of it means the same number eagerly)."""
-    return value.source is not None or (not isinstance(value, TensorValue) and value.is_constant())
 
 
 def _emit_value(
@@ -490,7 +458,9 @@ def _emit_value(
             f"{{{', '.join(kwdefaults)}}}, {tuple_of(cells) if cells else 'None'})"
         )
         built[id(value)] = name
-        _emit_function_attributes(em, value, name, collector, built, indent)
+        emit_function_attributes(
+            em, value, name, lambda v: _emit(em, v, collector, built, indent), built, indent
+        )
         return name
     if isinstance(value, BoundMethodValue):
         name = em.temp()
@@ -520,11 +490,9 @@ def _emit_value(
         )
     if isinstance(value, SliceValue):
         return em.const(value.as_slice())
-    if isinstance(value, ObjectIdValue) and _lasting(value.target):
-        # ``id(x)`` of an object that outlives the call (from the inputs, or a constant):
-        # the number is the object's own id, taken when the value is handed over
-        target = _emit(em, value.target, collector, built, indent)
-        return f"{em.const(id)}({target})"
+    if isinstance(value, ObjectIdValue) and lasting(value.target):
+        # ``id(x)`` of an object that outlives the call: its own id, taken at the hand-over
+        return f"{em.const(id)}({_emit(em, value.target, collector, built, indent)})"
     name = em.temp()
     if isinstance(value, NamedTupleValue):
         parts = [_emit(em, v, collector, built, indent) for v in value.items]
