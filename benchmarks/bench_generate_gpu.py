@@ -12,8 +12,9 @@ median of interleaved rounds), whether each column's tokens equal sapwood defaul
 sapwood reduce-overhead the tree's functions: recordings, replays and eager runs with reasons.
 A column that fails is reported with its error.
 
-``python benchmarks/bench_generate_gpu.py [OUT]`` (``SAPWOOD_BENCH_QUICK=1``: the first size only,
-two rounds)
+``python benchmarks/bench_generate_gpu.py [OUT] [--torch-ro]``: ``--torch-ro`` runs the
+torch.compile reduce-overhead column alone (see ``_columns``); ``SAPWOOD_BENCH_QUICK=1`` the
+first size only, two rounds.
 """
 
 from __future__ import annotations
@@ -92,6 +93,27 @@ def _tree_functions() -> list[str]:
     ]
 
 
+def _columns(torch: Any, sapwood: Any) -> list[tuple[str, Any]]:
+    """The columns of this run: torch.compile reduce-overhead alone with ``--torch-ro`` (on this
+    recipe it ended the process with a segfault on an H100 and raised on an H200, so it runs in
+    a process of its own, after the others), every other column without it."""
+    every = [
+        ("eager", None),
+        ("torch.compile default", lambda f: torch.compile(f, fullgraph=True)),
+        (
+            "torch.compile reduce-overhead",
+            lambda f: torch.compile(f, mode="reduce-overhead", fullgraph=True),
+        ),
+        ("sapwood default", lambda f: sapwood.compile(f, fullgraph=True)),
+        (
+            "sapwood reduce-overhead",
+            lambda f: sapwood.compile(f, mode="reduce-overhead", fullgraph=True),
+        ),
+    ]
+    alone = "--torch-ro" in sys.argv
+    return [(n, m) for n, m in every if (n == "torch.compile reduce-overhead") == alone]
+
+
 def main(out: Path) -> dict[str, Any]:
     import torch
 
@@ -108,19 +130,7 @@ def main(out: Path) -> dict[str, Any]:
         base = _model(dim, layers)
         ids = torch.randint(0, 32000, (1, PROMPT), device="cuda")
         columns: dict[str, Any] = {}
-        for name, make in (
-            ("eager", None),
-            ("torch.compile default", lambda f: torch.compile(f, fullgraph=True)),
-            (
-                "torch.compile reduce-overhead",
-                lambda f: torch.compile(f, mode="reduce-overhead", fullgraph=True),
-            ),
-            ("sapwood default", lambda f: sapwood.compile(f, fullgraph=True)),
-            (
-                "sapwood reduce-overhead",
-                lambda f: sapwood.compile(f, mode="reduce-overhead", fullgraph=True),
-            ),
-        ):
+        for name, make in _columns(torch, sapwood):
             model = copy.deepcopy(base)
             if make is not None:
                 model.forward = make(model.forward)
@@ -204,9 +214,13 @@ def main(out: Path) -> dict[str, Any]:
     results["device"] = torch.cuda.get_device_name()
     results["python"] = sys.version.split()[0]
     results["torch"] = torch.__version__
-    write_json(out, NAME, results)
+    write_json(out, NAME + ("_torch_ro" if "--torch-ro" in sys.argv else ""), results)
     return results
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("bench-results"))
+    main(
+        Path(sys.argv[1])
+        if len(sys.argv) > 1 and sys.argv[1] != "--torch-ro"
+        else Path("bench-results")
+    )
