@@ -75,3 +75,29 @@ def test_generate_with_a_static_cache_replays_every_decode_step() -> None:
     assert sum(f.replays for f in decode) >= 2 * 23 - 2
     mutated = [w for w in caught if "is mutated and is not a static input" in str(w.message)]
     assert not mutated, [str(w.message) for w in mutated]
+
+
+def test_an_input_written_in_place_is_graphed_and_a_moving_one_stays_correct() -> None:
+    import sapwood_cudagraph_trees
+
+    def step(cache: torch.Tensor, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        cache.index_copy_(0, pos, x)
+        return cache.sum(0) * 2
+
+    sapwood.reset()
+    compiled = sapwood.compile(step, mode="reduce-overhead", fullgraph=True)
+    cache, expected_cache = (torch.zeros(8, 4, device="cuda") for _ in range(2))
+    for i in range(8):  # one cache tensor, written at each step: recorded once, replayed
+        x, pos = torch.randn(1, 4, device="cuda"), torch.tensor([i], device="cuda")
+        torch.testing.assert_close(compiled(cache, x, pos), step(expected_cache, x, pos))
+        torch.testing.assert_close(cache, expected_cache)
+    info = sapwood_cudagraph_trees.tree_info(0)
+    (fn,) = info.functions
+    assert fn.replays >= 5 and not fn.fallbacks, (fn.replays, dict(fn.fallbacks))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(8):  # a new tensor at each call: recorded again, then eager; never wrong
+            fresh, reference = torch.zeros(8, 4, device="cuda"), torch.zeros(8, 4, device="cuda")
+            x, pos = torch.randn(1, 4, device="cuda"), torch.tensor([i], device="cuda")
+            torch.testing.assert_close(compiled(fresh, x, pos), step(reference, x, pos))
+            torch.testing.assert_close(fresh, reference)
