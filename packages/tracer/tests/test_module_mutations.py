@@ -324,32 +324,46 @@ def _compare(compiled: Callable[..., Any], mine: Net, reference: Net) -> None:
             torch.testing.assert_close(a, b, msg=name)
 
 
-class _CountingBackend:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.count += 1
-        return gm.forward
+def _graph_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    return gm.forward
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+def _aot_backend() -> Any:
+    """AOT autograd with no code generation: functionalized graphs, input mutations and
+    the joint forward/backward split, as Inductor gets them."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    def boxed(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=boxed, bw_compiler=boxed)
+
+
+_CHANGE_LISTS = st.lists(
+    st.tuples(st.sampled_from(sorted(CHANGES) + list(SHARED)), st.integers(0, 7)),
+    min_size=1,
+    max_size=8,
 )
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(sorted(CHANGES) + list(SHARED)), st.integers(0, 7)),
-        min_size=1,
-        max_size=8,
-    )
-)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_CHANGE_LISTS)
 def test_random_changes_to_a_live_model_always_match_eager(changes) -> None:
+    _check_changes(changes, _graph_backend)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_CHANGE_LISTS)
+def test_random_changes_match_eager_through_aot_autograd(changes) -> None:
+    _check_changes(changes, _aot_backend())
+
+
+def _check_changes(changes: list[tuple[str, int]], backend: Any) -> None:
     sapwood_tracer.reset()
     reference = _seeded(0, Net)
     mine = copy.deepcopy(reference)
-    compiled = sapwood_tracer.compile(mine, backend=_CountingBackend())
+    compiled = sapwood_tracer.compile(mine, backend=backend)
     sessions = {id(mine): Session(), id(reference): Session()}
     global_handles: list[Any] = []
     original_forward = Block.__dict__["forward"]
