@@ -432,7 +432,6 @@ _GRAPH_FUNCTION_MODULES = frozenset(
         "torch._tensor",
         "torch.random",
         "torch._refs",
-        "torch.nn.modules.utils",
     }
 )
 

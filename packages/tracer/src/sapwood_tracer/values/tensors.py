@@ -27,7 +27,7 @@ from sapwood_graph import FakePropagationError, Source
 
 from ..errors import TracedException, Unsupported
 from ..guards.sources import LeafViewSource
-from .base import ConstantValue, Context, Value, attribute_missing
+from .base import ConstantValue, Context, Value, attribute_missing, truth_of_plain_object
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 from .symbolic import (
     SizeValue,
@@ -395,6 +395,11 @@ class TorchFunctionValue(Value):
 
     def as_constant(self) -> Any:
         return self.fn
+
+    def truth(self, tx: Context) -> bool:
+        # ``if self.act:`` with ``act = F.relu``: a function object (its class defines neither
+        # __bool__ nor __len__) is true
+        return truth_of_plain_object(self.fn, self.describe())
 
     def getattr(self, tx: Context, name: str) -> Value:
         try:
