@@ -221,3 +221,19 @@ def test_a_dict_keyed_by_id_of_a_lasting_object_is_handed_over_at_a_break():
         torch.testing.assert_close(compiled(X), route(X))
         assert list(KERNELS) == [id(KERNEL)] and KERNELS[id(KERNEL)] is KERNEL
     assert len(graphs) == 2  # before and after the break: nothing ran eagerly as a whole
+
+
+def test_ids_of_classes_functions_and_constant_containers_key_a_dict(check):
+    def keyed(x: torch.Tensor, table: dict) -> tuple:
+        seen = {}
+        seen[id(torch.Tensor)] = 1
+        seen[id(torch.nn.functional.relu)] = 2
+        seen[id(None)] = 3
+        items = [1, 2]
+        seen[id(items)] = 4
+        seen[id(table)] = 5
+        seen[id(type(table))] = 6
+        hit = seen.get(id(table), 0) + seen.get(id(dict), 0) + seen.get(id(items), 0)
+        return x + len(seen) + hit, id(table) in seen, id([1, 2]) in seen
+
+    check(keyed, (X, {"a": 1}), graphs=1)

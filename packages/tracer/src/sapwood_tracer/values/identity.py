@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import operator
+import types
 from typing import Any
 
 from sapwood_graph import GuardKind
@@ -28,7 +29,7 @@ from sapwood_graph import GuardKind
 from ..errors import Unsupported
 from ..guards.sources import DistinctIdsSource
 from .base import ConstantValue, Context, Value
-from .containers import TupleValue
+from .containers import ListValue, TupleValue
 from .exceptions import TracebackValue
 from .tensors import TensorValue, same_tensor
 from .tuple_identity import tuples_identical
@@ -113,6 +114,27 @@ def _tuple_value(v: Value) -> bool:
     return isinstance(v, TupleValue) or (isinstance(v, ConstantValue) and type(v.value) is tuple)
 
 
+def _mutable_kinds() -> tuple[type, ...]:
+    from .dicts import DictValue
+    from .sets import SetValue
+
+    return (ListValue, DictValue, SetValue)
+
+
+def _one_object(obj: Any) -> bool:
+    """A constant that is one object wherever the program reaches it (a class, a function,
+    a module, a singleton), so ``id()`` of it is a key for that object; an int or a string
+    may be one object or several."""
+    if obj is None or obj is True or obj is False or obj is Ellipsis or obj is NotImplemented:
+        return True
+    if isinstance(obj, types.BuiltinFunctionType):  # a module's builtin, not a bound method
+        return obj.__self__ is None or isinstance(obj.__self__, types.ModuleType)
+    return isinstance(obj, (type, types.FunctionType, types.ModuleType))
+
+
+_MUTABLE = _mutable_kinds()
+
+
 class ObjectIdValue(Value):
     """``id(target)``: comparable only with another ``id()``."""
 
@@ -141,7 +163,16 @@ class ObjectIdValue(Value):
         key exactly when their objects are one object, as :func:`same_object` decides it. A
         target whose identity the trace cannot tell apart from another's is refused."""
         target = self.target
-        refused = isinstance(target, TensorValue) or _tuple_value(target) or target.is_constant()
+        if not (isinstance(target, TensorValue) or _tuple_value(target)) and target.is_constant():
+            obj = target.as_constant()
+            if _one_object(obj):  # a class, function or module, None: the object itself
+                return ("__id__", ("__object__", id(obj)))
+        # (a list, dict or set of constants is still an object of its own)
+        refused = (
+            isinstance(target, TensorValue)
+            or _tuple_value(target)
+            or (target.is_constant() and not isinstance(target, _MUTABLE))
+        )
         key = None if refused else tx.identity_key(target)
         # tensors are told apart by their fake tensors, tuples and constants not at all; a
         # value read from the inputs counts only when its key is the real object's (two reads
