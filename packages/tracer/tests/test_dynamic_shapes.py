@@ -369,3 +369,32 @@ def test_any_sequence_of_sizes_gives_eager_results(sizes, dynamic):
         out, ref = compiled(x, s), fn(x, s)
         torch.testing.assert_close(out[0], ref[0])
         assert out[1] == ref[1] and type(out[1]) is int
+
+
+_FOLDING = {
+    "max_mod": lambda n, m: max(2, n + n) % 6,
+    "min_mod": lambda n, m: min(7, 3 * n) % 3,
+    "max_floordiv": lambda n, m: max(2, 4 * n) // 4,
+    "max_sub_self": lambda n, m: max(n, m) - max(m, n),
+    "mod_of_sum": lambda n, m: (n + m) % 2 + (2 * n) % 4,
+    "times_zero": lambda n, m: n * 0 + (m - m) + n % 1,
+}
+
+
+@given(
+    st.sampled_from(sorted(_FOLDING)),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=2, max_size=6),
+)
+def test_arithmetic_on_symbolic_ints_that_folds_is_never_wrong(name, calls):
+    # torch's ShapeEnv folds ``Max(2, 2*n) % 6`` to 0 with no guard (it takes
+    # ``Max(2, 2*n) / 6`` for an integer): a folded result must hold for every later call
+    expression = _FOLDING[name]
+
+    def program(x, n, m):
+        return x + expression(n, m)
+
+    sapwood_tracer.reset()
+    compiled = sapwood_tracer.compile(program, backend=lambda gm, ex: gm.forward, dynamic=True)
+    x = torch.zeros(2)
+    for n, m in calls:
+        torch.testing.assert_close(compiled(x, n, m), program(x, n, m))

@@ -183,11 +183,33 @@ def symbolic_binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
             # a bool takes part as the int it is (its arithmetic gives ints; the ShapeEnv's
             # symbolic arithmetic does not take bools)
             a, b = _int_if_bool(a), _int_if_bool(b)
-            return tx.graph.call_function(tx, _INPLACE.get(fn, fn), [a, b], {})
+            result = tx.graph.call_function(tx, _INPLACE.get(fn, fn), [a, b], {})
+            if is_symbolic(result) or _folds_for_every_value(_INPLACE.get(fn, fn), a, b):
+                return result
+            # The ShapeEnv folded symbolic operands to a constant, with no guard. Its rules are
+            # not all sound (``Max(2, 2*n) % 6`` folds to 0: it takes ``Max(2, 2*n) / 6`` for
+            # an integer), so the operands are specialised (guarded) and Python computes it.
+            return tx.binary_operation(fn, specialised(a), specialised(b))
     if fn in (operator.eq, operator.ne) and not _number_like(a if is_symbolic(b) else b):
         return ConstantValue(fn is operator.ne)  # an int is never equal to a non-number
     # Anything else (a list times a size, a bit operation, ...) needs the real int: specialise.
     return tx.binary_operation(fn, specialised(a), specialised(b))
+
+
+def _folds_for_every_value(fn: Any, a: Value, b: Value) -> bool:
+    """Whether ``fn(a, b)`` is the same number whatever the symbols are, by Python's own
+    arithmetic: a product with a constant 0, a difference of one expression with itself, a
+    remainder by 1 or -1. The ShapeEnv's other folds are not trusted (see the caller)."""
+    if a.python_type() not in (int, bool) or b.python_type() not in (int, bool):
+        return False  # (a float may be inf or nan: ``inf * 0`` is nan)
+    constant = [v.as_constant() for v in (a, b) if isinstance(v, ConstantValue)]
+    if fn is operator.mul and 0 in constant:
+        return True
+    if fn is operator.mod and isinstance(b, ConstantValue) and b.as_constant() in (1, -1):
+        return True
+    if fn is operator.sub and isinstance(a, SymNumberValue) and isinstance(b, SymNumberValue):
+        return bool(a.fake.node.expr == b.fake.node.expr)
+    return False
 
 
 def _int_if_bool(value: Value) -> Value:
