@@ -74,3 +74,17 @@ def write_json(out: Path, name: str, data: dict[str, Any]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(data, indent=2, default=str))
     return data
+
+
+def tree_functions(device_index: int = 0) -> list[str]:
+    """One line per function of sapwood's CUDA graph tree on a device: warm-ups, recordings,
+    replays, and its eager runs with their reasons."""
+    import sapwood_cudagraph_trees
+
+    info = sapwood_cudagraph_trees.tree_info(device_index)
+    return [
+        f"{f.name} ({f.mode}): {f.warmups} warm-ups, {f.recordings} recordings, "
+        f"{f.replays} replays, eager runs {dict(f.fallbacks)}"
+        + (f", eager because {f.eager_reason}" if f.eager_reason else "")
+        for f in info.functions
+    ]

@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration-tests"))
 
-from _timing import print_table, write_json
+from _timing import print_table, tree_functions, write_json
 from zoo import Decoder, decode_one_token
 
 GPU = True
@@ -107,17 +107,11 @@ def _tree_summary() -> str:
     import sapwood_cudagraph_trees
 
     info = sapwood_cudagraph_trees.tree_info(0)
-    functions = "; ".join(
-        f"{f.name} ({f.mode}): {f.warmups} warm-ups, {f.recordings} recordings, "
-        f"{f.replays} replays, eager {dict(f.fallbacks)}"
-        + (f", eager because {f.eager_reason}" if f.eager_reason else "")
-        for f in info.functions
-    )
     nodes = "; ".join(
         f"node {n.id} (parent {n.parent}, {n.function}): {n.replays} replays"
         for n in info.nodes.values()
     )
-    return f"roots {list(info.roots)}; {functions}; {nodes}"
+    return f"roots {list(info.roots)}; {'; '.join(tree_functions())}; {nodes}"
 
 
 def _profile(step: Any, model: Any, prompt: Any, label: str) -> None:

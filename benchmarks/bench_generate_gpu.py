@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _timing import print_table, write_json
+from _timing import print_table, tree_functions, write_json
 
 GPU = True
 NAME = "generate_gpu"
@@ -79,18 +79,6 @@ def _generate(model: Any, ids: Any) -> tuple[list[int], float]:
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     return out[0, ids.shape[1] :].tolist(), seconds / NEW_TOKENS
-
-
-def _tree_functions() -> list[str]:
-    import sapwood_cudagraph_trees
-
-    info = sapwood_cudagraph_trees.tree_info(0)
-    return [
-        f"{f.name} ({f.mode}): {f.recordings} recordings, {f.replays} replays, "
-        f"eager runs {dict(f.fallbacks)}"
-        + (f", eager because {f.eager_reason}" if f.eager_reason else "")
-        for f in info.functions
-    ]
 
 
 def _columns(torch: Any, sapwood: Any) -> list[tuple[str, Any]]:
@@ -176,7 +164,7 @@ def main(out: Path) -> dict[str, Any]:
             ["column", "ms/token", "first generate", "tokens = sapwood default"],
             rows,
         )
-        tree = _tree_functions()
+        tree = tree_functions()
         print("sapwood reduce-overhead tree: " + " | ".join(tree))
         entry: dict[str, Any] = {
             "ms_per_token": {n: v * 1e3 for n, v in per_token.items()},
