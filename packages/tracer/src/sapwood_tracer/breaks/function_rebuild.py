@@ -14,15 +14,23 @@ from ..guards.emitter import Emitter
 from ..values.base import Value
 from ..values.containers import DictValue
 from ..values.functions import NestedFunctionValue
+from ..values.identity import one_object
 from ..values.tensors import TensorValue
 
 __all__ = ["emit_function_attributes", "lasting"]
 
 
 def lasting(value: Value) -> bool:
-    """A value that is an object living outside the trace: read from the inputs, or a
-    constant other than a tensor."""
-    return value.source is not None or (not isinstance(value, TensorValue) and value.is_constant())
+    """A value that is an object living outside the trace, the same object eagerly: read
+    from the inputs, or a constant that is one object wherever the program reaches it (a
+    class, a function, a module, ``None``). A tuple, frozenset or number made in the trace
+    is not: eagerly it may be another object (``frozenset(s)`` is ``s``; ``zip`` reuses
+    its tuple)."""
+    if value.source is not None:
+        return True
+    if isinstance(value, TensorValue) or not value.is_constant():
+        return False
+    return one_object(value.as_constant())
 
 
 def emit_function_attributes(

@@ -38,6 +38,7 @@ __all__ = [
     "ObjectIdValue",
     "compare_ids",
     "guard_distinct",
+    "one_object",
     "same_input_object",
     "same_object",
 ]
@@ -121,7 +122,7 @@ def _mutable_kinds() -> tuple[type, ...]:
     return (ListValue, DictValue, SetValue)
 
 
-def _one_object(obj: Any) -> bool:
+def one_object(obj: Any) -> bool:
     """A constant that is one object wherever the program reaches it (a class, a function,
     a module, a singleton), so ``id()`` of it is a key for that object; an int or a string
     may be one object or several."""
@@ -133,6 +134,12 @@ def _one_object(obj: Any) -> bool:
 
 
 _MUTABLE = _mutable_kinds()
+
+
+def _fresh_container(value: Value) -> bool:
+    """A list, dict or set (never a frozenset, which ``frozenset(s)`` may return as ``s``
+    itself): an object of its own even when its items are all constants."""
+    return isinstance(value, _MUTABLE) and value.python_type() is not frozenset
 
 
 class ObjectIdValue(Value):
@@ -165,13 +172,13 @@ class ObjectIdValue(Value):
         target = self.target
         if not (isinstance(target, TensorValue) or _tuple_value(target)) and target.is_constant():
             obj = target.as_constant()
-            if _one_object(obj):  # a class, function or module, None: the object itself
+            if one_object(obj):  # a class, function or module, None: the object itself
                 return ("__id__", ("__object__", id(obj)))
         # (a list, dict or set of constants is still an object of its own)
         refused = (
             isinstance(target, TensorValue)
             or _tuple_value(target)
-            or (target.is_constant() and not isinstance(target, _MUTABLE))
+            or (target.is_constant() and not _fresh_container(target))
         )
         key = None if refused else tx.identity_key(target)
         # tensors are told apart by their fake tensors, tuples and constants not at all; a
