@@ -237,3 +237,23 @@ def test_ids_of_classes_functions_and_constant_containers_key_a_dict(check):
         return x + len(seen) + hit, id(table) in seen, id([1, 2]) in seen
 
     check(keyed, (X, {"a": 1}), graphs=1)
+
+
+def test_ids_of_values_made_in_the_trace_are_not_handed_over_as_new_objects(backend):
+    # eagerly ``frozenset(s)`` is ``s`` and zip hands out one tuple again: their ids, read
+    # before a break and compared after it, must compare as eagerly
+    def ids(x: torch.Tensor) -> tuple:
+        s = frozenset(range(3))
+        t = frozenset(s)
+        a, b = id(s), id(t)
+        pairs = zip([1, 2], [3, 4])
+        first = id(next(pairs))
+        second = id(next(pairs))
+        sapwood_tracer.graph_break()
+        return x + 1, a == b, first == second
+
+    compiled = sapwood_tracer.compile(ids, backend=backend)
+    for _ in range(2):
+        got, expected = compiled(X), ids(X)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:] == (True, True)
