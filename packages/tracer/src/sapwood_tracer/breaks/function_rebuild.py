@@ -14,19 +14,19 @@ from ..guards.emitter import Emitter
 from ..values.base import Value
 from ..values.containers import DictValue
 from ..values.functions import NestedFunctionValue
-from ..values.identity import one_object
+from ..values.identity import fresh_container, one_object
 from ..values.tensors import TensorValue
 
 __all__ = ["emit_function_attributes", "lasting"]
 
 
 def lasting(value: Value) -> bool:
-    """A value that is an object living outside the trace, the same object eagerly: read
-    from the inputs, or a constant that is one object wherever the program reaches it (a
-    class, a function, a module, ``None``). A tuple, frozenset or number made in the trace
-    is not: eagerly it may be another object (``frozenset(s)`` is ``s``; ``zip`` reuses
-    its tuple)."""
-    if value.source is not None:
+    """A value whose rebuilt object is the one the program has eagerly: read from the
+    inputs, a constant that is one object wherever the program reaches it (a class, a
+    function, a module, ``None``), or a list, dict or set made in the trace (rebuilt once, as
+    the program's own). A tuple, frozenset or number made in the trace is not: eagerly it
+    may be another object (``frozenset(s)`` is ``s``; ``zip`` reuses its tuple)."""
+    if value.source is not None or fresh_container(value):
         return True
     if isinstance(value, TensorValue) or not value.is_constant():
         return False

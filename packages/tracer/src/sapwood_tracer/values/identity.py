@@ -136,7 +136,7 @@ def one_object(obj: Any) -> bool:
 _MUTABLE = _mutable_kinds()
 
 
-def _fresh_container(value: Value) -> bool:
+def fresh_container(value: Value) -> bool:
     """A list, dict or set (never a frozenset, which ``frozenset(s)`` may return as ``s``
     itself): an object of its own even when its items are all constants."""
     return isinstance(value, _MUTABLE) and value.python_type() is not frozenset
@@ -178,7 +178,7 @@ class ObjectIdValue(Value):
         refused = (
             isinstance(target, TensorValue)
             or _tuple_value(target)
-            or (target.is_constant() and not _fresh_container(target))
+            or (target.is_constant() and not fresh_container(target))
         )
         key = None if refused else tx.identity_key(target)
         # tensors are told apart by their fake tensors, tuples and constants not at all; a
