@@ -127,5 +127,6 @@ class CompiledDDP(OriginalModuleProxy):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         ddp = self._orig_mod
         inner = ddp.module
+        assert isinstance(inner, torch.nn.Module)
         forward = self._sapwood_others.bound(inner.forward)
         return call_with_forward(inner, forward, args, kwargs, call=ddp)

@@ -409,7 +409,8 @@ class CompiledModule(OriginalModuleProxy):
         object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        module = self._modules["_orig_mod"]  # (``self._orig_mod`` goes through __getattr__)
+        # (``self._orig_mod`` goes through nn.Module.__getattr__; the child is always there)
+        module: torch.nn.Module = self._modules["_orig_mod"]  # type: ignore[assignment]
         bound = module.forward  # what nn.Module.__call__ would run
         if type(bound) is types.MethodType and bound.__func__ is self._sapwood_traced:
             run, receiver = self._sapwood_forward, bound.__self__
