@@ -66,7 +66,7 @@ from ..values.functions import (
     UserFunctionValue,
 )
 from ..values.generators import GeneratorValue
-from ..values.identity import ObjectIdValue
+from ..values.identity import ObjectIdValue, rebuilt_as_itself
 from ..values.logging_calls import LoggingCallValue
 from ..values.modules import ModuleValue
 from ..values.objects import (
@@ -82,7 +82,7 @@ from ..values.runtime_objects import LockValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
-from .function_rebuild import emit_function_attributes, lasting
+from .function_rebuild import emit_function_attributes
 from .generator_rebuild import emit_generator, emit_reposition, generator_parts
 from .handles import emit_made_again
 from .iterator_rebuild import emit_iterator
@@ -490,7 +490,7 @@ def _emit_value(
         )
     if isinstance(value, SliceValue):
         return em.const(value.as_slice())
-    if isinstance(value, ObjectIdValue) and lasting(value.target):
+    if isinstance(value, ObjectIdValue) and rebuilt_as_itself(value.target):
         # ``id(x)`` of an object that outlives the call: its own id, taken at the hand-over
         return f"{em.const(id)}({_emit(em, value.target, collector, built, indent)})"
     name = em.temp()

@@ -30,7 +30,9 @@ from ..errors import Unsupported
 from ..guards.sources import DistinctIdsSource
 from .base import ConstantValue, Context, Value
 from .containers import ListValue, TupleValue
+from .dicts import DictValue
 from .exceptions import TracebackValue
+from .sets import SetValue
 from .tensors import TensorValue, same_tensor
 from .tuple_identity import tuples_identical
 
@@ -38,7 +40,7 @@ __all__ = [
     "ObjectIdValue",
     "compare_ids",
     "guard_distinct",
-    "one_object",
+    "rebuilt_as_itself",
     "same_input_object",
     "same_object",
 ]
@@ -115,14 +117,7 @@ def _tuple_value(v: Value) -> bool:
     return isinstance(v, TupleValue) or (isinstance(v, ConstantValue) and type(v.value) is tuple)
 
 
-def _mutable_kinds() -> tuple[type, ...]:
-    from .dicts import DictValue
-    from .sets import SetValue
-
-    return (ListValue, DictValue, SetValue)
-
-
-def one_object(obj: Any) -> bool:
+def _one_object(obj: Any) -> bool:
     """A constant that is one object wherever the program reaches it (a class, a function,
     a module, a singleton), so ``id()`` of it is a key for that object; an int or a string
     may be one object or several."""
@@ -133,13 +128,26 @@ def one_object(obj: Any) -> bool:
     return isinstance(obj, (type, types.FunctionType, types.ModuleType))
 
 
-_MUTABLE = _mutable_kinds()
-
-
-def fresh_container(value: Value) -> bool:
+def _fresh_container(value: Value) -> bool:
     """A list, dict or set (never a frozenset, which ``frozenset(s)`` may return as ``s``
     itself): an object of its own even when its items are all constants."""
-    return isinstance(value, _MUTABLE) and value.python_type() is not frozenset
+    return (
+        isinstance(value, (ListValue, DictValue, SetValue)) and value.python_type() is not frozenset
+    )
+
+
+def rebuilt_as_itself(value: Value) -> bool:
+    """Whether ``value``, rebuilt at a graph break, is the object the program has eagerly, so
+    that ``id()`` of it taken there is the id eager computes: read from the inputs, a constant
+    that is one object wherever the program reaches it (a class, a function, a module,
+    ``None``), or a list, dict or set made in the trace (rebuilt once, as the program's own).
+    A tuple, frozenset or number made in the trace is not: eagerly it may be another object
+    (``frozenset(s)`` is ``s``; ``zip`` reuses its tuple)."""
+    if value.source is not None or _fresh_container(value):
+        return True
+    if isinstance(value, TensorValue) or not value.is_constant():
+        return False
+    return _one_object(value.as_constant())
 
 
 class ObjectIdValue(Value):
@@ -170,16 +178,15 @@ class ObjectIdValue(Value):
         key exactly when their objects are one object, as :func:`same_object` decides it. A
         target whose identity the trace cannot tell apart from another's is refused."""
         target = self.target
-        if not (isinstance(target, TensorValue) or _tuple_value(target)) and target.is_constant():
+        if isinstance(target, TensorValue) or _tuple_value(target):
+            refused = True
+        elif target.is_constant():
             obj = target.as_constant()
-            if one_object(obj):  # a class, function or module, None: the object itself
+            if _one_object(obj):  # a class, function or module, None: the object itself
                 return ("__id__", ("__object__", id(obj)))
-        # (a list, dict or set of constants is still an object of its own)
-        refused = (
-            isinstance(target, TensorValue)
-            or _tuple_value(target)
-            or (target.is_constant() and not fresh_container(target))
-        )
+            refused = not _fresh_container(target)  # (a list of constants is still its own)
+        else:
+            refused = False
         key = None if refused else tx.identity_key(target)
         # tensors are told apart by their fake tensors, tuples and constants not at all; a
         # value read from the inputs counts only when its key is the real object's (two reads
