@@ -12,6 +12,10 @@ parameters and buffers (the ones AOT autograd lifts in front of the user's input
 * :func:`~sapwood_backend.modes.torch_backend` — the same Inductor-on-trees compiler as a
   backend for ``torch.compile`` (it lives with the modes it validates).
 
+A CPU input that the graph only copies to the GPU is copied just before the graph instead
+(:mod:`.host_copies`): a capture cannot copy from pageable host memory, and transformers'
+static KV cache makes such a copy on its first call.
+
 Graphs with no CUDA tensor among their inputs are returned unwrapped: there is nothing to
 record. Anything else the runtime cannot capture it runs eagerly and records why
 (``sapwood_cudagraph_trees.tree_info``).
@@ -40,6 +44,7 @@ import torch
 
 from .builtin import direct_call, static_top_level_inputs
 from .compile_cache import cacheable_inputs
+from .host_copies import hoist_host_copies
 from .registry import register_backend
 
 __all__ = ["cudagraphs", "inductor_on_trees", "mutated_placeholders"]
@@ -226,6 +231,9 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         from torch._functorch import config as functorch_config
         from torch._inductor.compile_fx import compile_fx
 
+        hoisted = hoist_host_copies(gm, example_inputs)
+        if hoisted is not None:
+            gm, example_inputs = hoisted.gm, hoisted.example_inputs
         inner = functools.partial(
             _inner_compile_on_trees,
             top_level_inputs=len(example_inputs),
@@ -240,7 +248,8 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
             cacheable_inputs(example_inputs) as inputs,
         ):
             compiled = compile_fx(gm, inputs, inner_compile=inner, config_patches=patches)
-        return direct_call(cast(Callable[..., Any], compiled))
+        run = direct_call(cast(Callable[..., Any], compiled))
+        return run if hoisted is None else hoisted.wrap(run)
 
     return inductor_reduce_overhead
 
@@ -252,6 +261,10 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
 
     from sapwood_cudagraph_trees import cudagraphify
 
+    hoisted = hoist_host_copies(gm, example_inputs)
+    if hoisted is not None:
+        gm, example_inputs = hoisted.gm, hoisted.example_inputs
+        return hoisted.wrap(cudagraphs(gm, example_inputs))
     user_input_count = len(example_inputs)
     top_level_static = static_top_level_inputs(gm, example_inputs)
     device_index = _cuda_device_index(example_inputs)
