@@ -45,6 +45,7 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
+from ..foreign import is_numpy_scalar
 from ..pinned import BUILTINS
 from .sources import (
     CellAtSource,
@@ -79,7 +80,7 @@ address = object.__hash__
 
 
 def _has_float(value: Any) -> bool:
-    if isinstance(value, (float, complex)):
+    if isinstance(value, (float, complex)) or is_numpy_scalar(value):
         return True
     return isinstance(value, tuple) and any(_has_float(v) for v in value)
 
@@ -88,6 +89,8 @@ def _same_constant(value: Any, expected: Any) -> bool:
     """Equality that tells -0.0 from 0.0 and lets nan equal nan (floats compared bit-wise)."""
     if type(value) is not type(expected):
         return False
+    if is_numpy_scalar(expected):  # (its bytes: exact for every numpy float, int and bool)
+        return bool(value.tobytes() == expected.tobytes())
     if isinstance(expected, float):
         return bool(value.hex() == expected.hex())
     if isinstance(expected, complex):

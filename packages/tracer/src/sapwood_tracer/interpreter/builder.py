@@ -79,6 +79,7 @@ from ..values.functions import (
 from ..values.generators import GeneratorValue
 from ..values.iterators import LiveIteratorValue
 from ..values.modules import ModuleValue
+from ..values.numpy_functions import NumpyFunctionValue, is_numpy_function
 from ..values.objects import (
     ClassValue,
     ObjectValue,
@@ -305,6 +306,9 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if isinstance(obj, types.ModuleType):
         _id_match(tx, source, obj)
         return PyModuleValue(obj, source)
+    if is_numpy_function(obj) and not isinstance(obj, type):  # a ufunc (np.sqrt)
+        _id_match(tx, source, obj)
+        return NumpyFunctionValue(obj, source)
     if _is_callable_builtin(obj) or isinstance(obj, type):
         _id_match(tx, source, obj)
         return _callable_value(tx, obj, source)

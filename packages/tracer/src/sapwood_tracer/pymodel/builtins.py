@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from ..errors import Unsupported, forget_handled, weakly_referenced
+from ..foreign import numpy_errors_raise
 from ..values.base import (
     BuiltinValue,
     ConstantValue,
@@ -243,10 +244,11 @@ def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]
         if holds_user_enum(arg.as_constant()):
             # (its class's code, or the enum module's calling it, would run at trace time)
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of {arg.describe()}")
+    positional = [a.as_constant() for a in args]
+    named = {k: v.as_constant() for k, v in kwargs.items()}
     try:
-        result = fn(
-            *(a.as_constant() for a in args), **{k: v.as_constant() for k, v in kwargs.items()}
-        )
+        with numpy_errors_raise([*positional, *named.values()]):
+            result = fn(*positional, **named)
     except Exception as exc:
         raise raised_for_real(exc, getattr(fn, "__name__", repr(fn))) from exc
     return tx.wrap_trusted(result)

@@ -41,6 +41,7 @@ from ..values.exceptions import (
 )
 from ..values.hook_handles import make_hook_handle
 from ..values.modules import ModuleValue
+from ..values.numpy_functions import calls_numpy_on_numbers, fold_numpy_call
 from ..values.objects import ClassValue, NewObjectValue
 from ..values.ordered_dataclasses import OrderedDataclassValue, is_ordered_dataclass
 from ..values.partials import c_partial_base, make_partial
@@ -227,6 +228,8 @@ def construct(
         return SetSubclassValue(cls, made.members, made.order)
     if python_dict_subclass(cls):
         return construct_dict_subclass(tx, cls, args, kwargs)
+    if calls_numpy_on_numbers(cls, args, kwargs):  # ``np.float32(0.5)``
+        return fold_numpy_call(cls, args)
     if cls.__new__ is not object.__new__ and not _python_new(cls):
         raise Unsupported(f"constructing {cls.__qualname__}, which defines __new__")
     if not is_plain_python_class(cls):

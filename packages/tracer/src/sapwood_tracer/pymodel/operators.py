@@ -15,6 +15,7 @@ import types
 from typing import Any
 
 from ..errors import Unsupported
+from ..foreign import numpy_errors_raise
 from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import (
     BoundBuiltinMethod,
@@ -124,8 +125,10 @@ def _is_tensor(v: Value) -> bool:
 
 
 def _fold(fn: Any, *values: Value) -> Value:
+    constants = [v.as_constant() for v in values]
     try:
-        return ConstantValue(fn(*(v.as_constant() for v in values)))
+        with numpy_errors_raise(constants):
+            return ConstantValue(fn(*constants))
     except (ArithmeticError, TypeError, ValueError) as exc:
         raise raised_for_real(exc, f"{getattr(fn, '__name__', fn)} on constants") from exc
 

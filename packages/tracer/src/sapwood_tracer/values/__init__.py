@@ -14,9 +14,11 @@ methods), :mod:`.list_iterators`, :mod:`.sequences`, :mod:`.dicts`, :mod:`.conta
 :mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`,
 :mod:`.sequence_iterators`, :mod:`.objects`, :mod:`.runtime_objects`, :mod:`.enums`,
 :mod:`.modules`, :mod:`.ordered_dataclasses`, :mod:`.generator_codes` (the registry of
-repositionable generator codes), :mod:`.generators`, :mod:`.real_iterators`.
+repositionable generator codes), :mod:`.generators`, :mod:`.real_iterators`, :mod:`.numpy_functions` (numpy's scalar
+functions folded on constants).
 
-May import: the context protocol (:mod:`sapwood_tracer.context`), guards' sources, errors.
+May import: the context protocol (:mod:`sapwood_tracer.context`), guards' sources, errors,
+:mod:`sapwood_tracer.foreign`.
 A value that needs the trace (a node, a guard, an inlined call, a side effect, a model of a
 builtin) asks the context it is handed; it never imports the interpreter or the Python model.
 """

@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import types
 from typing import Any
@@ -21,6 +22,7 @@ from sapwood_graph import Source
 
 from ..context import TraceContext
 from ..errors import TracedException, Unsupported, forget_handled
+from ..foreign import is_numpy_scalar
 
 __all__ = [
     "BoundBuiltinMethod",
@@ -208,12 +210,10 @@ def is_constant_type(value: Any) -> bool:
         return type(value) in (tuple, frozenset) and all(is_constant_type(v) for v in value)
     if type(value) is slice:  # (its bounds may be any objects, which its methods read)
         return all(is_constant_type(v) for v in (value.start, value.stop, value.step))
-    return type(value) in _CONSTANT_TYPES or _is_enum_member(value)
+    return type(value) in _CONSTANT_TYPES or _is_enum_member(value) or is_numpy_scalar(value)
 
 
 def _is_enum_member(value: Any) -> bool:
-    import enum
-
     return isinstance(value, enum.Enum)
 
 
@@ -225,8 +225,6 @@ def runs_enum_user_code(member: Any, name: str) -> bool:
     """Whether reading ``member.name`` (an enum member's attribute) runs Python code of the
     user's: a getter (``property``, ``enum.property``) or a method, class or static method
     of its class that is not the ``enum`` module's own."""
-    import enum
-
     for klass in type(member).__mro__:
         if name in klass.__dict__:
             raw = klass.__dict__[name]

@@ -316,6 +316,8 @@ def raised_for_real(error: BaseException, what: str) -> Unsupported:
     """An exception that a pure function raised, called on the trace's constants, as the
     same exception raised by the traced code (its arguments constants), or, where its
     arguments are not constants, an :class:`Unsupported` naming it."""
+    if isinstance(error, FloatingPointError):  # numpy's warning, raised (``numpy_errors_raise``)
+        return Unsupported(f"{what} on numpy scalars, where numpy warns ({error})")
     if type(error).__module__ == "builtins" and all(is_constant_type(a) for a in error.args):
         return TracedException(ExceptionValue(type(error), [ConstantValue(a) for a in error.args]))
     return Unsupported(f"{what} raising {type(error).__name__}: {error}")

@@ -18,6 +18,8 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import math
 import operator
 from typing import Any
 
@@ -26,6 +28,7 @@ import torch
 from sapwood_graph import FakePropagationError, Source
 
 from ..errors import TracedException, Unsupported
+from ..foreign import is_numpy_scalar
 from ..guards.sources import LeafViewSource
 from .base import ConstantValue, Context, Value, attribute_missing, truth_of_plain_object
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
@@ -327,6 +330,8 @@ def to_graph_arg(tx: Context, value: Value) -> Any:
     if isinstance(value, (TensorValue, SymNumberValue)):
         return value.proxy
     if isinstance(value, ConstantValue):
+        if is_numpy_scalar(value.value):
+            return numpy_graph_constant(value.value)
         return value.value
     if isinstance(value, SliceValue):
         return slice(*(to_graph_arg(tx, p) for p in value.parts))
@@ -347,6 +352,26 @@ def to_graph_arg(tx: Context, value: Value) -> Any:
         if isinstance(const, (int, float, bool, complex, str)):
             return const
     raise Unsupported(f"passing {value.describe()} to a torch operation")
+
+
+def numpy_graph_constant(value: Any) -> Any:
+    """A numpy scalar as an argument of a graph node: the scalar itself, which torch converts
+    as it does eagerly (numpy scalars promote unlike the equal Python numbers, so ``.item()``
+    would change dtypes). The graph's code writes it as its repr; that repr must rebuild it
+    exactly, or the operation runs eagerly."""
+    import numpy
+
+    names = {"__builtins__": {}, "np": numpy, "nan": math.nan, "inf": math.inf}
+    rebuilt = None
+    # (a repr that is not code raises: an older numpy writes the bare number)
+    with contextlib.suppress(Exception):
+        rebuilt = eval(repr(value), names)
+    if type(rebuilt) is not type(value) or rebuilt.tobytes() != value.tobytes():
+        raise Unsupported(f"passing the numpy scalar {value!r} to a torch operation")
+    if "np" not in torch.fx.graph._custom_builtins:
+        # (the graph's generated code names numpy ``np``, as numpy's repr does)
+        torch.fx.graph._register_custom_builtin("np", "import numpy as np", numpy)
+    return value
 
 
 def wrap_graph_result(tx: Context, proxy: Any, fake: Any, what: str) -> Value:
