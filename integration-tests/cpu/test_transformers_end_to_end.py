@@ -121,3 +121,33 @@ def test_wav2vec2_first_call_installs_its_hooks_in_one_graph() -> None:
     torch.testing.assert_close(got.loss, expected.loss, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(trained(**inputs).loss, expected.loss, rtol=1e-4, atol=1e-5)
     assert [type(m) for m in reference.modules() if m._forward_hooks] == [type(m) for m in hooked]
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_gradient_checkpointing_trains_in_one_graph_like_eager(name: str) -> None:
+    """``model.gradient_checkpointing_enable()`` (transformers' default use_reentrant=False):
+    each checkpointed layer is the body of a ``tag_activation_checkpoint`` in the one graph
+    (torch.compile takes several here), and the loss curve is eager's."""
+    reference, inputs = build_hf(name)
+    reference.train()
+    reference.gradient_checkpointing_enable()
+    trained = copy.deepcopy(reference)
+    counting = CountingBackend("aot_eager")
+    compiled = sapwood.compile(trained, backend=counting)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (reference, trained)]
+    for _ in range(3):
+        losses = []
+        for model, opt in zip((reference, compiled), optimizers):
+            loss = model(**inputs).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        assert losses[1] == pytest.approx(losses[0], rel=1e-4, abs=1e-5)
+    assert len(counting.graphs) == 1
+    checkpoints = [
+        n
+        for n in counting.graphs[0].graph.nodes
+        if n.target is torch.ops.higher_order.tag_activation_checkpoint
+    ]
+    assert len(checkpoints) == reference.config.num_hidden_layers

@@ -107,10 +107,16 @@ def test_other_values_are_plain_placeholders():
     assert og.input_for(LocalSource("scale")).kind == "value"
 
 
-def test_inputs_cannot_be_created_while_a_subtracer_is_open():
+def test_an_input_created_while_a_subtracer_is_open_is_the_roots_and_lifted_on_use():
     og = OutputGraph()
-    with og.root.subtracer() as _, pytest.raises(GraphInputError):
-        og.create_graph_input(X, torch.randn(2))
+    y = og.create_graph_input(LocalSource("y"), torch.randn(2))
+    with og.root.subtracer("body") as body:
+        x = og.create_graph_input(X, torch.randn(2))
+        assert og.root.owns(x) and not body.owns(x)
+        body.output((body.call_function(torch.add, (x, 1)),))
+    assert [p.node for p in body.lifted_inputs] == [x.node]
+    placeholders = [n.name for n in og.root.graph.nodes if n.op == "placeholder"]
+    assert placeholders == [y.node.name, x.node.name]
 
 
 def test_the_same_tensor_under_two_sources_shares_one_fake():

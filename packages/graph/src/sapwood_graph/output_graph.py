@@ -149,11 +149,9 @@ class OutputGraph:
         if existing is not None:
             return existing.proxy
         self._check_not_compiled()
-        if self.current_tracer is not self.root:
-            raise GraphInputError(
-                "graph inputs belong to the root graph: create them before opening a subtracer "
-                "(inside one, use the root's proxy and it is lifted)"
-            )
+        # (while a subtracer is open, the input is still the root graph's: a use inside the
+        # child lifts it, as any value of an enclosing graph — a module's parameter that a
+        # frontend first reads inside the body of a higher-order operation)
         if isinstance(value, torch.Tensor):
             dims = frozenset(dynamic_dims)
             bad = [d for d in dims if not -value.dim() <= d < value.dim()]

@@ -26,6 +26,7 @@ layers but the guards, names no value class: the value model spells the context 
 
 from __future__ import annotations
 
+import contextlib
 import types
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
@@ -76,6 +77,16 @@ class GraphRecorder(Protocol[V]):
         """The graph's fake tensor mode (for metadata questions on fake values)."""
         ...
 
+    def subgraph(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        """Record into a child graph while the block runs (the body of a higher-order
+        operation; values of enclosing graphs used in it are lifted). Yields the child."""
+        ...
+
+    def call_subgraph(self, tx: Any, op: Any, body: Any, kwargs: dict[str, Any]) -> V:
+        """Record ``op(body, *lifted, **kwargs)`` in the graph that opened ``body`` (closed,
+        its output a tuple of proxies); the value of the result (one item per output)."""
+        ...
+
 
 class EffectLog(Protocol[V]):
     """Side effects on objects that existed before the call, replayed after the graph."""
@@ -90,6 +101,23 @@ class EffectLog(Protocol[V]):
 
     #: how many effects the trace recorded so far (a step that recorded none can be undone)
     changes: int
+
+    def mark(self) -> tuple[int, ...]:
+        """Where the record stands now."""
+        ...
+
+    def pending_writes(self) -> dict[tuple[int, str], V]:
+        """A copy of the attribute values pending per (object id, name)."""
+        ...
+
+    def restored_since(self, mark: tuple[int, ...], pending: dict[tuple[int, str], V]) -> bool:
+        """Whether all recorded since ``mark`` are attribute writes putting back what was
+        there (``pending``: :meth:`pending_writes` at ``mark``)."""
+        ...
+
+    def written_values(self) -> list[V]:
+        """Every value the trace wrote so far into something that existed before it."""
+        ...
 
     def wrote_to(self, obj: Any) -> bool:
         """Whether the trace assigned any attribute of ``obj``."""

@@ -8,7 +8,9 @@ keeps the rest of the interpreter ignorant of FX and of how sapwood_graph spells
 
 from __future__ import annotations
 
+import contextlib
 import operator
+from collections.abc import Iterator
 from typing import Any
 
 import sympy
@@ -153,7 +155,7 @@ class GraphBridge:
         gargs = tuple(to_graph_arg(tx, a) for a in args)
         gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
         try:
-            proxy = self.og.root.call_function(fn, gargs, gkwargs)
+            proxy = self.og.current_tracer.call_function(fn, gargs, gkwargs)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         _stamp(tx, proxy)
@@ -166,7 +168,7 @@ class GraphBridge:
         gargs = tuple(to_graph_arg(tx, a) for a in args)
         gkwargs = {k: to_graph_arg(tx, v) for k, v in kwargs.items()}
         try:
-            proxy = self.og.root.call_method(name, gargs, gkwargs)
+            proxy = self.og.current_tracer.call_method(name, gargs, gkwargs)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         _stamp(tx, proxy)
@@ -181,7 +183,7 @@ class GraphBridge:
             # ``x.to(x.dtype)``, ``x.float()`` on a float tensor, ``x.contiguous()`` on a
             # contiguous one: torch returns ``x`` itself, decided by metadata the guards fix.
             # The node would cost a dispatch per call for nothing; the value is ``x``.
-            self.og.root.graph.erase_node(proxy.node)
+            proxy.node.graph.erase_node(proxy.node)
             return receiver
         return wrap_graph_result(tx, proxy, fake, f"Tensor.{name}")
 
@@ -193,14 +195,36 @@ class GraphBridge:
         return None
 
     def getitem_proxy(self, proxy: Any, index: int) -> Any:
-        return self.og.root.call_function(operator.getitem, (proxy, index))
+        return self.og.current_tracer.call_function(operator.getitem, (proxy, index))
 
     def record_state_call(self, tx: Context, fn: Any, args: tuple[Any, ...]) -> Any:
         """Record a node that switches global state; running it on fakes switches it now."""
         try:
-            return self.og.root.call_function(fn, args)
+            return self.og.current_tracer.call_function(fn, args)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
+
+    # -- bodies of higher-order operations -------------------------------------------------------
+    @contextlib.contextmanager
+    def subgraph(self, name: str) -> Iterator[Any]:
+        """Record into a child graph while the block runs (the body of a higher-order
+        operation); values of enclosing graphs used in it are lifted. Yields the child."""
+        with self.og.current_tracer.subtracer(name) as child:
+            yield child
+
+    def call_subgraph(self, tx: Context, op: Any, body: Any, kwargs: dict[str, Any]) -> Value:
+        """Record ``op(body, *lifted inputs, **kwargs)`` in the graph that opened ``body`` (a
+        child from :meth:`subgraph`, closed, its output set: a tuple of proxies); the value of
+        the op's result (a tuple, one item per output)."""
+        tracer = self.og.current_tracer
+        name = tracer.install_subgraph(body.name, body.graph_module())
+        args = (tracer.get_attr(name), *body.lifted_inputs)
+        try:
+            proxy = tracer.call_function(op, args, kwargs)
+        except FakePropagationError as exc:
+            raise graph_error(exc) from exc
+        _stamp(tx, proxy)
+        return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], str(op))
 
     # -- compile ---------------------------------------------------------------------------------
     def compile(self, outputs: list[Any], backend: Any) -> CompiledGraph:

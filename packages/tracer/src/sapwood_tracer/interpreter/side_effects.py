@@ -136,6 +136,38 @@ class SideEffects:
         out += [c.stored for c in self.cells.values() if c.stored is not None]  # type: ignore[attr-defined]
         return out
 
+    def mark(self) -> tuple[int, ...]:
+        """Where the record stands now, for :meth:`restored_since`."""
+        return (self.changes, len(self.writes))
+
+    def restored_since(self, mark: tuple[int, ...], pending: dict[tuple[int, str], Value]) -> bool:
+        """Whether everything recorded since ``mark`` is attribute writes that put back what
+        was there before (``pending``: the pending writes at ``mark``): a flag set and reset,
+        as a context manager does. Anything else recorded since (a container, a global, a
+        cell, a state) answers False."""
+        changes, writes = mark
+        new = self.writes[writes:]
+        if self.changes - changes != len(new):
+            return False
+        for write in new:
+            key = (id(write.obj), write.name)
+            final, earlier = self._pending[key], pending.get(key)
+            if earlier is not None:
+                if final is not earlier and not _same_constant(final, earlier):
+                    return False
+            elif not final.is_constant() or not _same_constant_as_real(final, write.obj, write.name):
+                return False
+        return True
+
+    def pending_writes(self) -> dict[tuple[int, str], Value]:
+        """A copy of the values pending per (object id, attribute name)."""
+        return dict(self._pending)
+
+    def written_values(self) -> list[Value]:
+        """Every value the trace has written so far into something that existed before it
+        (attributes, containers, globals, cells): what later code can reach through them."""
+        return [w.value for w in self.writes] + self.values()
+
     def recorded(self) -> bool:
         """Whether the trace changed anything the entry replays after the graph."""
         return bool(
@@ -160,3 +192,20 @@ class SideEffects:
         for write in self.writes:
             order.setdefault((id(write.obj), write.name), None)
         return [last[k] for k in order]
+
+
+_MISSING = object()
+
+
+def _same_constant(a: Value, b: Value) -> bool:
+    if not (a.is_constant() and b.is_constant()):
+        return False
+    x, y = a.as_constant(), b.as_constant()
+    return type(x) is type(y) and (x is y or (repr(x) == repr(y) and x == y))
+
+
+def _same_constant_as_real(value: Value, obj: Any, name: str) -> bool:
+    """Whether constant ``value`` is what ``obj.name`` holds now (before the replay)."""
+    real = getattr(obj, name, _MISSING) if not isinstance(obj, type) else obj.__dict__.get(name, _MISSING)
+    x = value.as_constant()
+    return real is not _MISSING and type(real) is type(x) and (real is x or (repr(real) == repr(x) and real == x))

@@ -19,7 +19,8 @@ computed on a private copy of a generator whose state the trace knows), :mod:`.s
 ``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
 iterator from the inputs (both used by :mod:`.iteration`), :mod:`.attribute_deletion`
 ``delattr()``, :mod:`.generic_lookup` ``object.__getattribute__``, :mod:`.summation`
-``sum()`` (compensated on Python 3.12+); :mod:`.text` gives the text of values the folding
+``sum()`` (compensated on Python 3.12+), :mod:`.higher_order`
+``torch.utils.checkpoint.checkpoint`` traced as the body of a higher-order operation; :mod:`.text` gives the text of values the folding
 on constants does not cover (enum members whose class has special methods of the user's,
 exceptions of the trace, ``str.join`` of an iterator).
 
@@ -33,6 +34,7 @@ from . import (
     dict_subclasses,
     generic_lookup,
     hashing,
+    higher_order,
     integer_arguments,
     iteration,
     itertools_lazy,
@@ -50,6 +52,7 @@ __all__ = [
     "dict_subclasses",
     "generic_lookup",
     "hashing",
+    "higher_order",
     "integer_arguments",
     "iteration",
     "itertools_lazy",
