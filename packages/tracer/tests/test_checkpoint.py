@@ -235,7 +235,9 @@ def test_a_flag_set_and_reset_in_the_body_is_captured_and_a_lasting_write_refuse
     backend = CountingBackend()
     x = torch.randn(2, 4)
     f = lambda t: cp.checkpoint(toggles, t, use_reentrant=False)  # noqa: E731
-    torch.testing.assert_close(sapwood_tracer.compile(f, backend=backend, fullgraph=True)(x), lin(x))
+    torch.testing.assert_close(
+        sapwood_tracer.compile(f, backend=backend, fullgraph=True)(x), lin(x)
+    )
     assert backend.count == 1 and flags.active is False
     sapwood_tracer.reset()
     reason = _refusal(lambda t: cp.checkpoint(leaves_set, t, use_reentrant=False), x)

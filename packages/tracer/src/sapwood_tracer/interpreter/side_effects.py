@@ -155,7 +155,9 @@ class SideEffects:
             if earlier is not None:
                 if final is not earlier and not _same_constant(final, earlier):
                     return False
-            elif not final.is_constant() or not _same_constant_as_real(final, write.obj, write.name):
+            elif not final.is_constant() or not _same_constant_as_real(
+                final, write.obj, write.name
+            ):
                 return False
         return True
 
@@ -206,6 +208,14 @@ def _same_constant(a: Value, b: Value) -> bool:
 
 def _same_constant_as_real(value: Value, obj: Any, name: str) -> bool:
     """Whether constant ``value`` is what ``obj.name`` holds now (before the replay)."""
-    real = getattr(obj, name, _MISSING) if not isinstance(obj, type) else obj.__dict__.get(name, _MISSING)
+    real = (
+        getattr(obj, name, _MISSING)
+        if not isinstance(obj, type)
+        else obj.__dict__.get(name, _MISSING)
+    )
     x = value.as_constant()
-    return real is not _MISSING and type(real) is type(x) and (real is x or (repr(real) == repr(x) and real == x))
+    return (
+        real is not _MISSING
+        and type(real) is type(x)
+        and (real is x or (repr(real) == repr(x) and real == x))
+    )

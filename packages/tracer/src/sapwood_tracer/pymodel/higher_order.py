@@ -162,7 +162,9 @@ def _check_tensors(body: Any, outputs: list[Any], what: str) -> None:
             target = node.args[0] if node.args else None
             fake = getattr(target, "meta", {}).get("example_value")
             if isinstance(fake, torch.Tensor) and _storage(fake) in given:
-                raise Unsupported(f"{what}() of a function that writes in place to a tensor it was given")
+                raise Unsupported(
+                    f"{what}() of a function that writes in place to a tensor it was given"
+                )
     for proxy in outputs:
         fake = proxy.node.meta.get("example_value")
         if not isinstance(fake, torch.Tensor):

@@ -57,7 +57,6 @@ class Value:
     def __init__(self, source: Source | None = None) -> None:
         self.source = source
 
-    # -- identity ------------------------------------------------------------------
     def describe(self) -> str:
         return type(self).__name__
 
@@ -137,9 +136,12 @@ class Value:
     def hash_key(self, tx: Context) -> Any:
         """The trace-time key that stands for this value as a dict key or set member: equal
         for two values exactly when Python would find them equal as keys."""
+        cls = self.python_type()
+        if cls.__hash__ is None:  # (a list, a dict, a class with __eq__ alone: Python's error)
+            text = ConstantValue(f"unhashable type: '{cls.__name__}'")
+            raise TracedException(cls=TypeError, args=(text,))
         if self.is_constant():
             return self.as_constant()
-        cls = self.python_type()
         if cls.__hash__ is not object.__hash__ or cls.__eq__ is not object.__eq__:
             # equal-but-distinct objects would be one key in Python, two here
             raise Unsupported(

@@ -162,6 +162,8 @@ class SetValue(Value):
             out = SetValue(dict(self.members), self.frozen, order=self.order.copy())
             out.order_known = self.order_known
             return out
+        if name in _STOPS_EARLY and not isinstance(args[0], (SetValue, ConstantValue)):
+            return ConstantValue(self._decided_early(tx, name, args[0]))
         if name in _PURE:
             operands = [_keys_of(tx, a) for a in args]
             result = _real(getattr(self.order, name), [keys for keys, _ in operands])
@@ -183,6 +185,17 @@ class SetValue(Value):
                 raise TracedException(cls=KeyError, args=(args[0],))
             return ConstantValue(None)
         return self.mutate_input(tx, getattr(set, name), args, lambda: self._mutate(tx, name, args))
+
+    def _decided_early(self, tx: Context, name: str, other: Value) -> bool:
+        """``isdisjoint``/``issuperset`` of an iterable that is not a set: Python iterates it
+        and stops at the first item that decides (one in the set, one not in it), so a
+        generator runs only that far."""
+        it = tx.iterate(other)
+        while (item := it.next_value(tx)) is not None:  # type: ignore[attr-defined]
+            found = _hashable_key(tx, item) in self.members
+            if found is (name == "isdisjoint"):
+                return False
+        return True
 
     def mutate_input(self, tx: Context, op: Any, args: list[Value], change: Any) -> Any:
         """``op(self, *args)`` on this set from the inputs: ``change()`` makes it on a private
@@ -260,6 +273,8 @@ _ONE_ARGUMENT = frozenset(
     | {"symmetric_difference", "symmetric_difference_update"}
 )
 _NO_ARGUMENT = frozenset(["pop", "clear", "copy"])
+#: methods that iterate an operand that is not a set only until the answer is known
+_STOPS_EARLY = frozenset(["isdisjoint", "issuperset"])
 _METHODS = _PURE | _UPDATES | _ONE_ARGUMENT | _NO_ARGUMENT
 
 
