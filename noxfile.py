@@ -228,6 +228,31 @@ def conformance(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="torch-tests")
+def torch_tests(session: nox.Session) -> None:
+    """PyTorch's own Dynamo tests, with compilation routed to sapwood and to Dynamo.
+
+    Runs the test files kept in ``integration-tests/torch_tests/upstream/`` once per engine,
+    one worker process per file and engine, prints the counts per file side by side and
+    writes ``torch-tests-results/results.json``. Fails when sapwood has a wrong result or a
+    crash. Not part of CI. Arguments go to the harness, e.g.
+    ``nox -s torch-tests -- --files test_dicts --engine sapwood -k test_dict_keys`` or
+    ``nox -s torch-tests -- --jobs 2 --no-fail --docs docs/torch-tests.md``.
+    """
+    # expecttest: torch.testing._internal.common_utils imports it; transformers: the
+    # ModelOutput tests (skipped without it).
+    _install_stack_editable(session, "expecttest", *INTEGRATION_DEPS)
+    session.run(
+        "python",
+        "-m",
+        "torch_tests",
+        "--out",
+        str(ROOT / "torch-tests-results"),
+        *session.posargs,
+        env={"PYTHONPATH": str(ROOT / "integration-tests")},
+    )
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting."""
