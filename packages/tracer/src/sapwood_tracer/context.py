@@ -87,6 +87,14 @@ class GraphRecorder(Protocol[V]):
         its output a tuple of proxies); the value of the result (one item per output)."""
         ...
 
+    def subgraph_attribute(self, name: str, graph_module: Any) -> Any:
+        """A child's graph installed on the current graph: the proxy that reads it."""
+        ...
+
+    def call_operation(self, tx: Any, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> V:
+        """Record ``op(*args, **kwargs)`` (proxies and constants) in the current graph."""
+        ...
+
 
 class EffectLog(Protocol[V]):
     """Side effects on objects that existed before the call, replayed after the graph."""

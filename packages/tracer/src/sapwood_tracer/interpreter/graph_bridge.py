@@ -216,11 +216,20 @@ class GraphBridge:
         """Record ``op(body, *lifted inputs, **kwargs)`` in the graph that opened ``body`` (a
         child from :meth:`subgraph`, closed, its output set: a tuple of proxies); the value of
         the op's result (a tuple, one item per output)."""
+        graph = self.subgraph_attribute(body.name, body.graph_module())
+        return self.call_operation(tx, op, (graph, *body.lifted_inputs), kwargs)
+
+    def subgraph_attribute(self, name: str, graph_module: torch.fx.GraphModule) -> Any:
+        """A child's graph installed on the current graph: the proxy that reads it."""
         tracer = self.og.current_tracer
-        name = tracer.install_subgraph(body.name, body.graph_module())
-        args = (tracer.get_attr(name), *body.lifted_inputs)
+        return tracer.get_attr(tracer.install_subgraph(name, graph_module))
+
+    def call_operation(
+        self, tx: Context, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Value:
+        """Record ``op(*args, **kwargs)`` (proxies and constants) in the current graph."""
         try:
-            proxy = tracer.call_function(op, args, kwargs)
+            proxy = self.og.current_tracer.call_function(op, args, kwargs)
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         _stamp(tx, proxy)

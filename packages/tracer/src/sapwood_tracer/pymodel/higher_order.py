@@ -1,4 +1,5 @@
-"""torch's higher-order idioms in one graph: ``torch.utils.checkpoint.checkpoint``.
+"""torch's higher-order idioms in one graph: ``torch.utils.checkpoint.checkpoint`` and
+``torch.cond``.
 
 ``checkpoint(fn, *args, use_reentrant=False, **kwargs)`` runs ``fn`` without keeping its
 activations and runs it again in the backward to get them back. The call is traced as the
@@ -91,6 +92,18 @@ def traced_body(
     """``fn(*args, **kwargs)`` traced into a child graph and recorded as ``op(body, *lifted)``
     in the current one; the value of what ``fn`` returned, its tensors now the op's results.
     Refused (``Unsupported``) where the body is not pure (see the module docstring)."""
+    body, structure = _pure_body(tx, what, fn, args, kwargs)
+    made = tx.graph.call_subgraph(tx, op, body, {})
+    assert isinstance(made, (TupleValue, ListValue))
+    return _rebuild(structure, iter(made.items))
+
+
+def _pure_body(
+    tx: Context, what: str, fn: Value, args: list[Value], kwargs: dict[str, Value]
+) -> tuple[Any, Any]:
+    """``fn(*args, **kwargs)`` traced into a child graph of the current one, its output set to
+    the tensors of the result: the child (closed) and the result's structure. Refused where
+    ``fn`` is not pure."""
     effects = tx.side_effects
     # what the body can reach: its function and arguments, and the values the trace wrote
     # earlier into objects, globals and cells that existed before the call
@@ -110,9 +123,104 @@ def traced_body(
         outputs = [body.lift(t.proxy) for t in tensors]
         _check_tensors(body, outputs, what)
         body.output(tuple(outputs))
-    made = tx.graph.call_subgraph(tx, op, body, {})
+    return body, structure
+
+
+# ------------------------------------------------------------------ torch.cond
+@handles(torch.cond)
+def _cond(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    names = ("pred", "true_fn", "false_fn", "operands")
+    if len(args) > len(names) or set(kwargs) - set(names[len(args) :]):
+        raise Unsupported("torch.cond() with these arguments (TypeError)")
+    bound = dict(zip(names, args)) | kwargs
+    if not {"pred", "true_fn", "false_fn"} <= bound.keys():
+        raise Unsupported("torch.cond() without pred, true_fn and false_fn (TypeError)")
+    pred, operands = bound["pred"], bound.get("operands", TupleValue([]))
+    if not isinstance(operands, (TupleValue, ListValue)):
+        raise Unsupported(f"torch.cond() with operands {operands.describe()}")
+    items = list(operands.items)
+    if not isinstance(pred, TensorValue):
+        # a Python bool (or a size comparison, specialised): eager torch.cond calls the branch
+        chosen = bound["true_fn"] if tx.truth(pred) else bound["false_fn"]
+        return tx.call(chosen, items, {})
+    if pred.fake.numel() != 1 or not all(isinstance(v, TensorValue) for v in items):
+        raise Unsupported("torch.cond() of a predicate or operands torch.cond refuses")
+    true, true_structure = _pure_body(tx, "cond", bound["true_fn"], items, {})
+    false, false_structure = _pure_body(tx, "cond", bound["false_fn"], items, {})
+    if _shape_of(true_structure) != _shape_of(false_structure):
+        raise Unsupported("torch.cond() of branches that return different structures")
+    true_out, false_out = _outputs(true), _outputs(false)
+    if [_metadata(t) for t in true_out] != [_metadata(f) for f in false_out]:
+        raise Unsupported(
+            "torch.cond() of branches whose tensors differ in shape, strides, dtype, device or "
+            "requires_grad"
+        )
+    lifted = list(true.lifted_inputs)
+    known = {p.node for p in lifted}
+    lifted += [p for p in false.lifted_inputs if p.node not in known]
+    graphs = [
+        tx.graph.subgraph_attribute(f"cond_{side}", _taking(branch, lifted))
+        for side, branch in (("true", true), ("false", false))
+    ]
+    made = tx.graph.call_operation(
+        tx, torch.ops.higher_order.cond, (pred.proxy, *graphs, tuple(lifted)), {}
+    )
     assert isinstance(made, (TupleValue, ListValue))
-    return _rebuild(structure, iter(made.items))
+    return _rebuild(true_structure, iter(made.items))
+
+
+def _shape_of(structure: Any) -> Any:
+    """A structure with its constants kept as values (two branches must agree on them too)."""
+    if structure is _TENSOR:
+        return "tensor"
+    if isinstance(structure, ConstantValue):
+        return ("constant", type(structure.value), repr(structure.value))
+    kind, items = structure
+    return (kind, tuple(_shape_of(item) for item in items))
+
+
+def _outputs(body: Any) -> list[Any]:
+    output = next(n for n in reversed(body.graph.nodes) if n.op == "output")
+    return [node.meta["example_value"] for node in output.args[0]]
+
+
+def _metadata(fake: torch.Tensor) -> tuple[Any, ...]:
+    """What the caller's trace may read of a branch's result: equal in both branches, as
+    written (symbolic sizes compared as expressions, so no guard is added)."""
+    return (
+        tuple(str(d) for d in fake.shape),
+        tuple(str(d) for d in fake.stride()),
+        str(fake.storage_offset()),
+        fake.dtype,
+        fake.device,
+        fake.requires_grad,
+    )
+
+
+def _taking(body: Any, lifted: list[Any]) -> torch.fx.GraphModule:
+    """``body``'s graph module with its inputs made ``lifted`` (proxies of the caller's graph),
+    in that order: the branches of one ``cond`` take the same operands."""
+    module = body.graph_module()
+    graph = module.graph
+    old = {n.meta.get("lifted_from"): n for n in graph.nodes if n.op == "placeholder"}
+    first = next(iter(graph.nodes))
+    fresh = []
+    for proxy in lifted:
+        with graph.inserting_before(first):
+            node = graph.placeholder(f"{proxy.node.name}_in")
+        node.meta["example_value"] = proxy.node.meta.get("example_value")
+        fresh.append(node)
+    # (each new placeholder went in before the old first node: they lead, in ``lifted`` order)
+    for node, proxy in zip(fresh, lifted):
+        previous = old.pop(proxy.node, None)
+        if previous is not None:
+            previous.replace_all_uses_with(node)
+            graph.erase_node(previous)
+    if old:
+        raise Unsupported("torch.cond() of a branch with inputs of its own")
+    graph.lint()
+    module.recompile()
+    return module
 
 
 def _flatten(value: Value, tensors: list[TensorValue], what: str) -> Any:
@@ -244,16 +352,17 @@ def _snapshot(roots: list[Value]) -> dict[int, tuple[Value, Any]]:
             continue
         if len(seen) > _REACHABLE_LIMIT:
             raise Unsupported("a checkpointed function that reaches too many values to check")
-        fields = []
-        for name in _slots(type(value)):
-            field = getattr(value, name, None)
-            fields.append(_state_of(field, stack))
-        seen[id(value)] = (value, tuple(fields))
+        fields = tuple(_state_of(getattr(value, n, None), stack) for n in _slots(type(value)))
+        seen[id(value)] = (value, fields)
     return seen
 
 
 def _snapshot_changed(before: dict[int, tuple[Value, Any]]) -> bool:
     for value, fields in before.values():
+        if value.source is not None:
+            # an object from outside the trace: its changes are side effects the trace
+            # records (checked apart); its fields may hold what it lazily loaded
+            continue
         now = tuple(_state_of(getattr(value, n, None), []) for n in _slots(type(value)))
         if now != fields:
             return True
