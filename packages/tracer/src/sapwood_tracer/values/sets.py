@@ -12,6 +12,7 @@ does not share, so until the next graph break the trace refuses whatever would o
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import sys
 from typing import Any
@@ -162,10 +163,8 @@ class SetValue(Value):
             out = SetValue(dict(self.members), self.frozen, order=self.order.copy())
             out.order_known = self.order_known
             return out
-        if name in _STOPS_EARLY and not isinstance(args[0], (SetValue, ConstantValue)):
-            return ConstantValue(self._decided_early(tx, name, args[0]))
         if name in _PURE:
-            operands = [_keys_of(tx, a) for a in args]
+            operands = self._operands(tx, name, args)
             result = _real(getattr(self.order, name), [keys for keys, _ in operands])
             if isinstance(result, bool):
                 return ConstantValue(result)
@@ -186,16 +185,23 @@ class SetValue(Value):
             return ConstantValue(None)
         return self.mutate_input(tx, getattr(set, name), args, lambda: self._mutate(tx, name, args))
 
-    def _decided_early(self, tx: Context, name: str, other: Value) -> bool:
-        """``isdisjoint``/``issuperset`` of an iterable that is not a set: Python iterates it
-        and stops at the first item that decides (one in the set, one not in it), so a
-        generator runs only that far."""
-        it = tx.iterate(other)
-        while (item := it.next_value(tx)) is not None:  # type: ignore[attr-defined]
-            found = _hashable_key(tx, item) in self.members
-            if found is (name == "isdisjoint"):
-                return False
-        return True
+    def _operands(self, tx: Context, name: str, args: list[Value]) -> list[tuple[Any, Any]]:
+        """The operands of ``self.name(*args)`` as :func:`_keys_of` gives them, except that an
+        iterable that is not a set is read only as far as Python reads it (see
+        :data:`_STOPS_EARLY`): the real method then runs on what was read, to the same end.
+        A generator's side effects run exactly as often as eagerly."""
+        current = set(self.order)
+        out = []
+        for arg in args:
+            if name in _STOPS_EARLY and not isinstance(arg, (SetValue, ConstantValue)):
+                keys, pool = _read_until_decided(tx, name, arg, current)
+            else:
+                keys, pool = _keys_of(tx, arg)
+            if name in _INTERSECTING:
+                with contextlib.suppress(TypeError):  # (the real method raises it after)
+                    current = current.intersection(keys)
+            out.append((keys, pool))
+        return out
 
     def mutate_input(self, tx: Context, op: Any, args: list[Value], change: Any) -> Any:
         """``op(self, *args)`` on this set from the inputs: ``change()`` makes it on a private
@@ -227,7 +233,7 @@ class SetValue(Value):
         elif name == "add":
             self._add(tx, args[0])
         elif name in _UPDATES:
-            operands = [_keys_of(tx, a) for a in args]
+            operands = self._operands(tx, name, args)
             _real(getattr(self.order, name), [keys for keys, _ in operands])
             pools = [self.members] + [pool for _, pool in operands]
             self.members = {k: _member(k, pools) for k in self.order}
@@ -273,8 +279,37 @@ _ONE_ARGUMENT = frozenset(
     | {"symmetric_difference", "symmetric_difference_update"}
 )
 _NO_ARGUMENT = frozenset(["pop", "clear", "copy"])
-#: methods that iterate an operand that is not a set only until the answer is known
-_STOPS_EARLY = frozenset(["isdisjoint", "issuperset"])
+#: methods that read an operand that is not a set only until the answer is known: from the
+#: first member found (``isdisjoint``) or missing (``issuperset``); for an intersection, once
+#: every member of the set so far was found (``issubset`` is one from Python 3.12 on)
+_INTERSECTING = frozenset(
+    ["intersection", "intersection_update"] + (["issubset"] if sys.version_info >= (3, 12) else [])
+)
+_STOPS_EARLY = frozenset(["isdisjoint", "issuperset"]) | _INTERSECTING
+
+
+def _read_until_decided(
+    tx: Context, name: str, other: Value, members: set[Any]
+) -> tuple[list[Any], dict[Any, Value]]:
+    """The keys of ``other`` that CPython's ``set.name`` reads before it stops, in order."""
+    it = tx.iterate(other)
+    keys: list[Any] = []
+    pool: dict[Any, Value] = {}
+    found: set[Any] = set()
+    while (item := it.next_value(tx)) is not None:  # type: ignore[attr-defined]
+        key = _hashable_key(tx, item)
+        pool.setdefault(key, item)
+        keys.append(key)
+        inside = key in members
+        if (name == "isdisjoint" and inside) or (name == "issuperset" and not inside):
+            break
+        if name in _INTERSECTING and inside:
+            found.add(key)
+            if len(found) >= len(members):
+                break
+    return keys, pool
+
+
 _METHODS = _PURE | _UPDATES | _ONE_ARGUMENT | _NO_ARGUMENT
 
 
