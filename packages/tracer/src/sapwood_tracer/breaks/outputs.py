@@ -56,6 +56,7 @@ from ..values.containers import (
     filled_dict,
 )
 from ..values.contexts import ContextClassValue
+from ..values.default_dicts import DefaultDictValue
 from ..values.deques import DequeValue
 from ..values.exceptions import ExceptionValue, OuterExceptionValue, make_exception
 from ..values.functions import (
@@ -513,7 +514,10 @@ def _emit_value(
             f"({_emit(em, k, collector, built, indent)}, {_emit(em, v, collector, built, indent)})"
             for k, v in value.entries.values()
         ]
-        if value.cls in (dict, collections.OrderedDict):
+        if isinstance(value, DefaultDictValue):  # (made with its factory)
+            factory = _emit(em, value.factory, collector, built, indent)
+            expr = f"{em.const(value.cls)}({factory}, [{', '.join(pairs)}])"
+        elif value.cls in (dict, collections.OrderedDict):
             expr = f"{em.const(value.cls)}([{', '.join(pairs)}])"
         else:  # a subclass's own __init__ would read the pairs otherwise
             expr = f"{em.const(filled_dict)}({em.const(value.cls)}, [{', '.join(pairs)}])"

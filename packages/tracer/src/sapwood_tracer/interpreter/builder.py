@@ -69,6 +69,7 @@ from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
 from ..values.containers import DictValue, DictViewValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
+from ..values.default_dicts import DefaultDictValue
 from ..values.enums import EnumClassValue, EnumMemberValue
 from ..values.functions import (
     BoundMethodValue,
@@ -210,6 +211,8 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
                 return _model_output(tx, obj, source, keys)
         except Unsupported:  # a field the trace cannot hold: an object, its fields read lazily
             pass
+    if cls is collections.defaultdict:
+        return _default_dict(tx, obj, source)
     if cls in (dict, collections.OrderedDict) or _plain_dict_subclass(cls):
         keys = tuple(obj.keys())
         if not all(is_constant_type(k) or _lasting_class(k) for k in keys):
@@ -325,6 +328,21 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         _type_match(tx, source, obj)
         return ObjectValue(obj, source)
     raise Unsupported(f"an input of type {cls.__qualname__}")
+
+
+def _default_dict(tx: WrappingSession, obj: Any, source: Source) -> DefaultDictValue:
+    """A defaultdict input: guarded as a dict (type, then keys in order), its factory read
+    through ``default_factory``."""
+    keys = tuple(obj.keys())
+    if not all(is_constant_type(k) for k in keys):
+        raise Unsupported("a defaultdict input whose keys are not constants")
+    _type_match(tx, source, obj)
+    tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
+    factory = wrap(tx, obj.default_factory, AttrSource(source, "default_factory"))
+    out = DefaultDictValue({}, factory, source, obj)
+    for k in keys:
+        out.entries[k] = (ConstantValue(k), wrap(tx, obj[k], ItemSource(source, k)))
+    return out
 
 
 def _model_output(

@@ -32,6 +32,7 @@ from ..guards.sources import HeldObjectSource
 from ..values.attributes import class_attribute, lookup_mro
 from ..values.base import BuiltinValue, ConstantValue, Context, Value, is_constant_type
 from ..values.containers import DictValue, NamedTupleValue
+from ..values.default_dicts import DefaultDictValue, check_factory
 from ..values.deques import make_deque
 from ..values.exceptions import (
     ExceptionValue,
@@ -212,6 +213,12 @@ def construct(
         raise Unsupported(
             f"constructing {cls.__qualname__}, whose metaclass is {type(cls).__qualname__}"
         )
+    if cls is collections.defaultdict:
+        factory = args[0] if args else ConstantValue(None)
+        check_factory(factory)
+        made = tx.call_builtin(BuiltinValue(dict), args[1:], kwargs)
+        assert isinstance(made, DictValue)
+        return DefaultDictValue(made.entries, factory)
     if plain_subclass_of(cls, (dict,)):
         # nothing of dict's is overridden: dict's own construction, of this class
         made = tx.call_builtin(BuiltinValue(dict), args, kwargs)

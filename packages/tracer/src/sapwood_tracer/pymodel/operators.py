@@ -471,8 +471,20 @@ def _items_equal(tx: Context, x: Value, y: Value) -> bool:
 
 
 def _containers_equal(tx: Context, a: Value, b: Value) -> bool | None:
-    """``a == b`` for two builtin lists, tuples or dicts of the same type whose items are not
-    all constants: item by item, as Python compares them; None for any other pair."""
+    """``a == b`` for two builtin lists or tuples of the same type, or two dicts whose classes
+    keep dict's ``==``, whose items are not all constants: item by item, as Python compares
+    them; None for any other pair."""
+    if isinstance(a, DictValue) and isinstance(b, DictValue):
+        # dict's own == (a subclass that keeps it, as defaultdict does, compares with a dict)
+        if a.python_type().__eq__ is not dict.__eq__ or b.python_type().__eq__ is not dict.__eq__:
+            return None
+        if len(a.entries) != len(b.entries):
+            return False
+        for key, (_, value) in a.entries.items():
+            other = b.entries.get(key)
+            if other is None or not _items_equal(tx, value, other[1]):
+                return False
+        return True
     kind = a.python_type()
     if kind is not b.python_type():
         return None
@@ -483,14 +495,6 @@ def _containers_equal(tx: Context, a: Value, b: Value) -> bool | None:
         if len(items_a) != len(items_b):
             return False
         return all(_items_equal(tx, x, y) for x, y in zip(items_a, items_b))
-    if kind is dict and isinstance(a, DictValue) and isinstance(b, DictValue):
-        if len(a.entries) != len(b.entries):
-            return False
-        for key, (_, value) in a.entries.items():
-            other = b.entries.get(key)
-            if other is None or not _items_equal(tx, value, other[1]):
-                return False
-        return True
     return None
 
 

@@ -9,7 +9,7 @@ The modules, lowest first (each imports only those before it): :mod:`.base` (the
 :class:`~.base.Value` protocol, constants, builtins, list iterators), :mod:`.random_generators`
 (the state of ``random``'s generators during a trace), :mod:`.functions`,
 :mod:`.attributes` (class attribute lookup), :mod:`.dunders` (containers' special
-methods), :mod:`.list_iterators`, :mod:`.sequences`, :mod:`.dicts`, :mod:`.containers`
+methods), :mod:`.list_iterators`, :mod:`.sequences`, :mod:`.dicts`, :mod:`.default_dicts`, :mod:`.containers`
 (both, for their users), :mod:`.sets`, :mod:`.iterators`,
 :mod:`.contexts`, :mod:`.symbolic`, :mod:`.tensors`, :mod:`.identity`,
 :mod:`.sequence_iterators`, :mod:`.objects`, :mod:`.runtime_objects`, :mod:`.enums`,
