@@ -31,6 +31,7 @@ from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
 from ..pymodel.construct import construct, inspects_frames, reads_caller_frames
 from ..values.base import BuiltinValue, ConstantValue, Value, _AttributeMissing, attribute_missing
+from ..values.class_subscripts import class_subscript
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import ContextExitValue
 from ..values.exceptions import (
@@ -272,6 +273,8 @@ class TraceSession:
             raise python_error(AttributeError, _no_attribute(obj, name)) from exc
 
     def getitem(self, container: Value, key: Value) -> Value:
+        if type(container) is BuiltinValue and isinstance(container.fn, type):
+            return class_subscript(self, container.fn, key)  # ``list[int]``
         if type(container) is ObjectValue:  # ``List[Tensor]``: a type hint, made now
             hint = hint_subscription(self, container, container.obj, key)
             if hint is not None:

@@ -11,12 +11,13 @@ import functools
 import inspect
 import itertools
 import operator
+import traceback
 from typing import Any
 
 from ..errors import Unsupported
 from ..values.base import ConstantValue, Context, IteratorValue, ListIteratorValue, Value
 from ..values.containers import ListValue, TupleValue
-from ..values.exceptions import python_error
+from ..values.exceptions import TracebackValue, python_error
 from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.identity import same_object
 from ..values.objects import ClassValue, NewObjectValue
@@ -323,3 +324,18 @@ def _signature(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Valu
     if target.is_constant():
         return ConstantValue(inspect.signature(target.as_constant()))
     raise Unsupported(f"inspect.signature of {target.describe()}")
+
+
+@handles(traceback.clear_frames)
+def _clear_frames(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``traceback.clear_frames(tb)`` (unittest's ``assertRaises`` calls it on leaving) of the
+    traceback of an exception raised in the traced code: eagerly it frees the locals of the
+    frames the exception went through that have finished. Those frames were inlined into the
+    trace and hold no real reference, so there is nothing to free: nothing happens. A real
+    traceback (passed in) is refused."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("traceback.clear_frames() with other than one argument (TypeError)")
+    tb = args[0]
+    if isinstance(tb, TracebackValue) or (tb.is_constant() and tb.as_constant() is None):
+        return ConstantValue(None)
+    raise Unsupported(f"traceback.clear_frames() of {tb.describe()}")

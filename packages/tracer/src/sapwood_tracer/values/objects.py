@@ -49,6 +49,7 @@ from .base import (
     truth_of_plain_object,
 )
 from .cached_properties import cached_property_get
+from .class_subscripts import class_subscript
 from .containers import DictValue
 from .exceptions import CHAINING_FIELDS, catches, python_error
 from .functions import BoundMethodValue
@@ -421,6 +422,9 @@ class ClassValue(Value):
 
     def truth(self, tx: Context) -> bool:
         return truth_of_plain_object(self.cls, self.describe())
+
+    def getitem(self, tx: Context, key: Value) -> Value:
+        return class_subscript(tx, self.cls, key)
 
     def getattr(self, tx: Context, name: str) -> Value:
         if name == "__name__":

@@ -16,9 +16,9 @@ from typing import Any
 from .base import BuiltinValue, ConstantValue, Context, Value
 from .containers import TupleValue
 
-__all__ = ["hint_subscription", "is_type_hint"]
+__all__ = ["UNKNOWN", "hint_argument", "hint_subscription", "is_type_hint"]
 
-_UNKNOWN = object()
+UNKNOWN = object()
 
 
 def is_type_hint(obj: Any) -> bool:
@@ -27,13 +27,14 @@ def is_type_hint(obj: Any) -> bool:
     return type(obj).__module__ in ("typing", "typing_extensions") and not isinstance(obj, type)
 
 
-def _argument(tx: Context, value: Value, pins: list[Value]) -> Any:
-    """The real object of a subscription argument, or ``_UNKNOWN``."""
+def hint_argument(tx: Context, value: Value, pins: list[Value]) -> Any:
+    """The real object of a subscription argument, or ``UNKNOWN`` (the values whose identity
+    must be pinned for it are added to ``pins``)."""
     if isinstance(value, ConstantValue):
         return value.value
     if isinstance(value, TupleValue):
-        parts = [_argument(tx, item, pins) for item in value.items]
-        return _UNKNOWN if any(p is _UNKNOWN for p in parts) else tuple(parts)
+        parts = [hint_argument(tx, item, pins) for item in value.items]
+        return UNKNOWN if any(p is UNKNOWN for p in parts) else tuple(parts)
     cls = getattr(value, "cls", None)
     if isinstance(cls, type) and type(value).__name__ == "ClassValue":
         return cls  # (a class is guarded by its identity)
@@ -43,7 +44,7 @@ def _argument(tx: Context, value: Value, pins: list[Value]) -> Any:
     if obj is not None and is_type_hint(obj):
         pins.append(value)
         return obj
-    return _UNKNOWN
+    return UNKNOWN
 
 
 def hint_subscription(tx: Context, container: Value, form: Any, key: Value) -> Value | None:
@@ -52,8 +53,8 @@ def hint_subscription(tx: Context, container: Value, form: Any, key: Value) -> V
     if not is_type_hint(form):
         return None
     pins: list[Value] = []
-    argument = _argument(tx, key, pins)
-    if argument is _UNKNOWN:
+    argument = hint_argument(tx, key, pins)
+    if argument is UNKNOWN:
         return None
     try:
         result = form[argument]
