@@ -43,7 +43,8 @@ def class_subscript(tx: Context, cls: type, key: Value) -> Value:
     for value in pins:
         if value.source is not None:
             tx.pin_identity(value)  # type: ignore[attr-defined]
-    return ConstantValue(cls[argument])
+    subscriptable: Any = cls
+    return ConstantValue(subscriptable[argument])
 
 
 def _makes_generic_alias(hook: Any) -> bool:
