@@ -94,12 +94,31 @@ def run_worker(
     match: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run one file under one engine in a new process; one result per test."""
+    extra = ["--match", match] if match else []
+    lines_path, returncode = spawn_worker(
+        "conformance.worker", engine, file, out_dir, timeout, file_timeout, extra
+    )
+    return _read_results(engine, file, lines_path, returncode, file_timeout)
+
+
+def spawn_worker(
+    module: str,
+    engine: str,
+    file: str,
+    out_dir: Path,
+    timeout: float,
+    file_timeout: float,
+    extra: list[str],
+) -> tuple[Path, int | None]:
+    """``python -m module engine file LINES --timeout T *extra`` in a new process group, its
+    output in ``out_dir/logs``, killed after ``file_timeout`` seconds: the JSON lines file it
+    wrote (one result per line) and its exit status (None: killed)."""
     logs = out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     label = f"{engine}-{Path(file).stem}"
     lines_path = logs / f"{label}.jsonl"
-    command = [sys.executable, "-m", "conformance.worker", engine, file, str(lines_path)]
-    command += ["--timeout", str(timeout)] + (["--match", match] if match else [])
+    command = [sys.executable, "-m", module, engine, file, str(lines_path)]
+    command += ["--timeout", str(timeout), *extra]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
     lines_path.unlink(missing_ok=True)
@@ -113,7 +132,7 @@ def run_worker(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             returncode = None
-    return _read_results(engine, file, lines_path, returncode, file_timeout)
+    return lines_path, returncode
 
 
 def _read_results(

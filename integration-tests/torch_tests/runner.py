@@ -19,17 +19,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import platform
 import shlex
 import signal
-import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from conformance.runner import spawn_worker
 
 from .corpus import DEFAULT_FILES
 from .report import markdown, text_table
@@ -48,25 +48,10 @@ def run_worker(
     keyword: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run one file under one engine in a new process; one result per test."""
-    logs = out_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    label = f"{engine}-{Path(file).stem}"
-    lines_path = logs / f"{label}.jsonl"
-    command = [sys.executable, "-m", "torch_tests.worker", engine, file, str(lines_path)]
-    command += ["--timeout", str(timeout)] + (["-k", keyword] if keyword else [])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
-    lines_path.unlink(missing_ok=True)
-    with open(logs / f"{label}.log", "wb") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        try:
-            returncode: int | None = process.wait(timeout=file_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            returncode = None
+    extra = ["-k", keyword] if keyword else []
+    lines_path, returncode = spawn_worker(
+        "torch_tests.worker", engine, file, out_dir, timeout, file_timeout, extra
+    )
     lines = lines_path.read_text(encoding="utf-8").splitlines() if lines_path.exists() else []
     return read_results(engine, Path(file).stem, lines, _death(returncode, file_timeout))
 
