@@ -16,7 +16,7 @@ from typing import Any
 
 from .classify import CATEGORIES
 
-__all__ = ["count", "markdown", "text_table"]
+__all__ = ["count", "escape", "markdown", "order_of", "text_table", "totals"]
 
 _SHORT = {
     "passed": "pass",
@@ -36,11 +36,11 @@ def count(results: list[dict[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
     return table
 
 
-def _order(results: list[dict[str, Any]], key: str) -> list[str]:
+def order_of(results: list[dict[str, Any]], key: str) -> list[str]:
     return list(dict.fromkeys(r[key] for r in results))
 
 
-def _totals(table: dict[tuple[str, str], Counter[str]], engine: str) -> Counter[str]:
+def totals(table: dict[tuple[str, str], Counter[str]], engine: str) -> Counter[str]:
     total: Counter[str] = Counter()
     for (e, _), counts in table.items():
         if e == engine:
@@ -50,7 +50,7 @@ def _totals(table: dict[tuple[str, str], Counter[str]], engine: str) -> Counter[
 
 def text_table(results: list[dict[str, Any]]) -> str:
     """Per-file counts of each engine side by side, and the totals."""
-    engines, files = _order(results, "engine"), _order(results, "file")
+    engines, files = order_of(results, "engine"), order_of(results, "file")
     table = count(results)
     width = max([len(f) for f in files] + [5])
     head = " | ".join(e.ljust(6 * len(CATEGORIES) - 1) for e in engines)
@@ -63,19 +63,19 @@ def text_table(results: list[dict[str, Any]]) -> str:
 
     for f in files:
         lines.append(row(f, [table.get((e, f), Counter()) for e in engines]))
-    lines.append(row("total", [_totals(table, e) for e in engines]))
+    lines.append(row("total", [totals(table, e) for e in engines]))
     return "\n".join(lines)
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("`", "'")
 
 
 def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """The conformance page: how it was made, counts per file, sapwood's wrong and crash."""
-    engines = [e for e in ("sapwood", "dynamo") if e in _order(results, "engine")]
-    engines += [e for e in _order(results, "engine") if e not in engines]
-    files = _order(results, "file")
+    engines = [e for e in ("sapwood", "dynamo") if e in order_of(results, "engine")]
+    engines += [e for e in order_of(results, "engine") if e not in engines]
+    files = order_of(results, "file")
     table = count(results)
     out = [
         "# Conformance with CPython's regression tests",
@@ -114,7 +114,7 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     for f in [*files, "**total**"]:
         cells = []
         for e in engines:
-            counts = _totals(table, e) if f == "**total**" else table.get((e, f), Counter())
+            counts = totals(table, e) if f == "**total**" else table.get((e, f), Counter())
             cells += [str(counts[c]) for c in CATEGORIES]
         out.append(f"| {f} | " + " | ".join(cells) + " |")
     if "sapwood" in engines and "dynamo" in engines:
@@ -126,7 +126,7 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         if not listed:
             out.append("None.")
         for r in listed:
-            out.append(f"- `{r['file']}` `{r['test']}`: {_escape(r['reason'])}")
+            out.append(f"- `{r['file']}` `{r['test']}`: {escape(r['reason'])}")
     return "\n".join(out) + "\n"
 
 
@@ -143,8 +143,8 @@ def _side_by_side(table: dict[tuple[str, str], Counter[str]], files: list[str]) 
         compared += 1
         at_least += mine["passed"] >= theirs["passed"]
         out.append(f"| {f} | {mine['passed']} | {theirs['passed']} |")
-    total_mine = _totals(table, "sapwood")["passed"]
-    total_theirs = _totals(table, "dynamo")["passed"]
+    total_mine = totals(table, "sapwood")["passed"]
+    total_theirs = totals(table, "dynamo")["passed"]
     out.append(f"| **total** | {total_mine} | {total_theirs} |")
     out += ["", f"sapwood's passed count is at least Dynamo's on {at_least} of {compared} files."]
     return out
@@ -164,7 +164,7 @@ def _doctests(results: list[dict[str, Any]], engines: list[str]) -> list[str]:
     for (file, test), by_engine in found.items():
         note = next((r["note"] for r in by_engine.values() if r.get("note")), "")
         cells = [_doctest_cell(by_engine[e]) if e in by_engine else "" for e in engines]
-        out.append(f"| {file} | `{test}` | {_escape(note)} | " + " | ".join(cells) + " |")
+        out.append(f"| {file} | `{test}` | {escape(note)} | " + " | ".join(cells) + " |")
     return out
 
 

@@ -15,6 +15,8 @@ import sys
 from collections import Counter
 from typing import Any
 
+from conformance.report import count, escape, order_of, totals
+
 from .outcome import CATEGORIES
 
 __all__ = ["common_reasons", "count", "markdown", "text_table"]
@@ -32,36 +34,16 @@ _SHORT = {
 }
 
 
-def count(results: list[dict[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
-    """Category counts per (engine, file)."""
-    table: dict[tuple[str, str], Counter[str]] = {}
-    for r in results:
-        table.setdefault((r["engine"], r["file"]), Counter())[r["category"]] += 1
-    return table
-
-
-def _order(results: list[dict[str, Any]], key: str) -> list[str]:
-    return list(dict.fromkeys(r[key] for r in results))
-
-
 def _engines(results: list[dict[str, Any]]) -> list[str]:
-    found = _order(results, "engine")
+    found = order_of(results, "engine")
     return [e for e in ("sapwood", "dynamo") if e in found] + [
         e for e in found if e not in ("sapwood", "dynamo")
     ]
 
 
-def _totals(table: dict[tuple[str, str], Counter[str]], engine: str) -> Counter[str]:
-    total: Counter[str] = Counter()
-    for (e, _), counts in table.items():
-        if e == engine:
-            total.update(counts)
-    return total
-
-
 def text_table(results: list[dict[str, Any]]) -> str:
     """Per-file counts of each engine side by side, and the totals."""
-    engines, files = _engines(results), _order(results, "file")
+    engines, files = _engines(results), order_of(results, "file")
     table = count(results)
     width = max([len(f) for f in files] + [5])
     head = " | ".join(e.ljust(7 * len(CATEGORIES) - 1) for e in engines)
@@ -74,7 +56,7 @@ def text_table(results: list[dict[str, Any]]) -> str:
 
     for f in files:
         lines.append(row(f, [table.get((e, f), Counter()) for e in engines]))
-    lines.append(row("total", [_totals(table, e) for e in engines]))
+    lines.append(row("total", [totals(table, e) for e in engines]))
     return "\n".join(lines)
 
 
@@ -124,10 +106,6 @@ def common_reasons(
     return [(reason, len(tests), tests[:3]) for reason, tests in ranked[:top]]
 
 
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ").replace("`", "'")
-
-
 _METHOD = (
     "Each test method of the upstream files runs once per engine, in a worker process per "
     "file and engine, through unittest's own `TestCase.run`. The tests check themselves (they "
@@ -154,7 +132,7 @@ _METHOD = (
 
 def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """The page: how it was made, counts per file, reasons, sapwood's wrong and crash."""
-    engines, files = _engines(results), _order(results, "file")
+    engines, files = _engines(results), order_of(results, "file")
     table = count(results)
     out = [
         "# PyTorch's Dynamo tests, run by sapwood and by Dynamo",
@@ -184,7 +162,7 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     out.append("|" + "---|" * (1 + len(engines)))
     for f in [*files, "**total**"]:
         cells = [
-            str((_totals(table, e) if f == "**total**" else table.get((e, f), Counter()))["passed"])
+            str((totals(table, e) if f == "**total**" else table.get((e, f), Counter()))["passed"])
             for e in engines
         ]
         out.append(f"| {f} | " + " | ".join(cells) + " |")
@@ -192,21 +170,21 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         out += ["", "## Why sapwood did not pass tests Dynamo passes (commonest first)", ""]
         out += ["| tests | category: reason | e.g. |", "|---|---|---|"]
         for reason, n, tests in common_reasons(results):
-            out.append(f"| {n} | {_escape(reason)} | {_escape(tests[0])} |")
+            out.append(f"| {n} | {escape(reason)} | {escape(tests[0])} |")
     for category in ("wrong", "crash"):
         listed = [r for r in results if r["engine"] == "sapwood" and r["category"] == category]
         out += ["", f"## sapwood {category} ({len(listed)})", ""]
         if not listed:
             out.append("None.")
         for r in listed:
-            out.append(f"- `{r['file']}` `{r['test']}`: {_escape(r['reason'])}")
+            out.append(f"- `{r['file']}` `{r['test']}`: {escape(r['reason'])}")
     return "\n".join(out) + "\n"
 
 
 def _table(table: dict[tuple[str, str], Counter[str]], files: list[str], engine: str) -> list[str]:
     out = ["| file | " + " | ".join(CATEGORIES) + " |", "|" + "---|" * (1 + len(CATEGORIES))]
     for f in [*files, "**total**"]:
-        counts = _totals(table, engine) if f == "**total**" else table.get((engine, f), Counter())
+        counts = totals(table, engine) if f == "**total**" else table.get((engine, f), Counter())
         out.append(f"| {f} | " + " | ".join(str(counts[c]) for c in CATEGORIES) + " |")
     return out
 
