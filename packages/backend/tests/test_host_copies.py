@@ -47,17 +47,18 @@ def test_a_counter_moved_off_the_host_and_updated_becomes_a_copied_input() -> No
 
     x, counter = torch.ones(3, device="meta"), torch.tensor(5)
     gm, inputs = _graph_of(step, x, counter)
+    where = next(i for i, value in enumerate(inputs) if value is counter)
     hoisted = hoist_host_copies(gm, inputs)
     assert hoisted is not None
-    assert hoisted.removed == frozenset({1})
+    assert hoisted.removed == frozenset({where})
     assert all(value.device.type == "meta" for value in hoisted.example_inputs)
     assert len(_placeholders(hoisted.gm)) == len(hoisted.example_inputs) == 2
     # the graph writes its own clone of the copy, never the input it was handed
     targets = [node.target for node in hoisted.gm.graph.nodes if node.op == "call_method"]
     assert "clone" in targets and "to" not in targets
-    made = hoisted.inputs_for([x, counter])
+    made = hoisted.inputs_for(inputs)
     assert made[0] is x and made[1].device.type == "meta" and made[1].dtype == counter.dtype
-    out, moved = hoisted.wrap(hoisted.gm.forward)(x, counter)
+    out, moved = hoisted.wrap(hoisted.gm.forward)(*inputs)
     assert out.device.type == moved.device.type == "meta" and moved.shape == ()
     assert counter.item() == 5
 
@@ -70,7 +71,7 @@ def test_each_copy_of_one_input_is_its_own_input_with_its_own_arguments() -> Non
     gm, inputs = _graph_of(f, x, host)
     hoisted = hoist_host_copies(gm, inputs)
     assert hoisted is not None
-    made = hoisted.inputs_for([x, host])
+    made = hoisted.inputs_for(inputs)
     assert [value.dtype for value in made] == [torch.float32, torch.int64, torch.float64]
     assert all(value.device.type == "meta" for value in made)
     names = [node.target for node in _placeholders(hoisted.gm)]

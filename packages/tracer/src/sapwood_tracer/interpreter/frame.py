@@ -33,6 +33,8 @@ import site
 import types
 from typing import Any
 
+import torch
+
 from sapwood_graph import Source
 
 from ..errors import TracedException, Unsupported, forget_handled
@@ -63,7 +65,7 @@ def _is_library(filename: str) -> bool:
 
 
 #: Types of inputs the trace wraps (and so guards) only when the code first reads them.
-LAZY_TYPES = (int, float, bool, str, type(None))
+LAZY_TYPES = (int, float, bool, str, type(None), torch.Tensor)
 
 
 class LazyLocals(dict):  # type: ignore[type-arg]
@@ -71,7 +73,10 @@ class LazyLocals(dict):  # type: ignore[type-arg]
     raw object until the trace reads it, and is wrapped (and guarded on its value) then.
 
     A local the trace never reads adds no guard: a flag tested before a graph break, or a
-    loop counter, does not make the next resume function specialize on it.
+    loop counter, does not make the next resume function specialize on it; a tensor only
+    handed on to a resume function is not guarded on its metadata, nor on whether it is the
+    same object as another input (which made the resume paths of ``if c1: ... if c2: ...``
+    over condition tensors compile once per aliasing pattern of ``c1``, ``c2``, ...).
     :meth:`passed_value` hands such a local on unread, as its source.
     """
 
