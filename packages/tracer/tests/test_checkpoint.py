@@ -259,3 +259,25 @@ def test_attention_without_dropout_in_training_is_captured() -> None:
     f(q).backward()
     assert backend.count == 1
     torch.testing.assert_close(grad, q.grad)
+
+
+def test_a_tensor_the_body_returns_as_given_is_the_callers_own() -> None:
+    """T5's layers take the position bias and hand it back unchanged: the checkpoint returns
+    the very tensor it was given (a view of it is still refused, above)."""
+    lin = nn.Linear(4, 4)
+
+    def layer(h: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return lin(h) + bias, bias
+
+    def f(x: torch.Tensor, bias: torch.Tensor) -> Any:
+        out, same = cp.checkpoint(layer, x, bias, use_reentrant=False)
+        return out.sum(), same
+
+    backend = CountingBackend()
+    x, bias = torch.randn(2, 4, requires_grad=True), torch.randn(4)
+    loss, same = sapwood_tracer.compile(f, backend=backend, fullgraph=True)(x, bias)
+    assert same is bias and backend.count == 1
+    loss.backward()
+    grad, x.grad = x.grad, None
+    f(x, bias)[0].backward()
+    torch.testing.assert_close(grad, x.grad)

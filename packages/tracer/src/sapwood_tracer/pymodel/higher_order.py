@@ -19,8 +19,8 @@ graph break with its reason, and the checkpoint runs eagerly — when:
   to a tensor it did not make (eagerly the recompute would apply it twice);
 * it draws random numbers (dropout with ``p > 0``): ``tag_activation_checkpoint`` leaves
   reproducing them to Inductor's functionalised RNG, which other backends do not have;
-* it returns something other than tensors it made and constants (a tensor it was given, or a
-  view of one; a symbolic size);
+* it returns something other than tensors it made, tensors it was given as they are (those
+  stay the caller's, as eagerly), and constants: a view of a given tensor, a symbolic size;
 * the reentrant variant is asked for (``use_reentrant=True``, or not given: torch 2.x then
   warns and uses it), or a ``context_fn``, ``debug`` or ``determinism_check`` that is not
   the default.
@@ -92,18 +92,26 @@ def traced_body(
     """``fn(*args, **kwargs)`` traced into a child graph and recorded as ``op(body, *lifted)``
     in the current one; the value of what ``fn`` returned, its tensors now the op's results.
     Refused (``Unsupported``) where the body is not pure (see the module docstring)."""
-    body, structure = _pure_body(tx, what, fn, args, kwargs)
+    body, structure = _pure_body(tx, what, fn, args, kwargs, passthrough=True)
     made = tx.graph.call_subgraph(tx, op, body, {})
     assert isinstance(made, (TupleValue, ListValue))
     return _rebuild(structure, iter(made.items))
 
 
 def _pure_body(
-    tx: Context, what: str, fn: Value, args: list[Value], kwargs: dict[str, Value]
+    tx: Context,
+    what: str,
+    fn: Value,
+    args: list[Value],
+    kwargs: dict[str, Value],
+    *,
+    passthrough: bool = False,
 ) -> tuple[Any, Any]:
     """``fn(*args, **kwargs)`` traced into a child graph of the current one, its output set to
     the tensors of the result: the child (closed) and the result's structure. Refused where
-    ``fn`` is not pure."""
+    ``fn`` is not pure. With ``passthrough``, a tensor the body returns as it was given (T5's
+    position bias, handed from layer to layer) stays out of the outputs: the result holds the
+    caller's tensor itself, as eagerly (a view of one is still refused)."""
     effects = tx.side_effects
     # what the body can reach: its function and arguments, and the values the trace wrote
     # earlier into objects, globals and cells that existed before the call
@@ -119,7 +127,7 @@ def _pure_body(
         if _snapshot_changed(before):
             raise Unsupported(f"{what}() of a function that changes Python values it was given")
         tensors: list[TensorValue] = []
-        structure = _flatten(result, tensors, what)
+        structure = _flatten(result, tensors, what, body if passthrough else None)
         outputs = [body.lift(t.proxy) for t in tensors]
         _check_tensors(body, outputs, what)
         body.output(tuple(outputs))
@@ -223,19 +231,22 @@ def _taking(body: Any, lifted: list[Any]) -> torch.fx.GraphModule:
     return module
 
 
-def _flatten(value: Value, tensors: list[TensorValue], what: str) -> Any:
-    """The structure of a body's result with its tensors taken out (in order)."""
+def _flatten(value: Value, tensors: list[TensorValue], what: str, body: Any = None) -> Any:
+    """The structure of a body's result with its tensors taken out (in order); with ``body``,
+    a tensor of an enclosing graph (given, returned as it is) stays in the structure."""
     if isinstance(value, TensorValue):
+        if body is not None and not body.owns(value.proxy):
+            return value
         tensors.append(value)
         return _TENSOR
     if isinstance(value, ConstantValue):
         return value
     if isinstance(value, NamedTupleValue):
-        return (value.cls, [_flatten(v, tensors, what) for v in value.items])
+        return (value.cls, [_flatten(v, tensors, what, body) for v in value.items])
     if type(value) is ListValue:
-        return (list, [_flatten(v, tensors, what) for v in value.items])
+        return (list, [_flatten(v, tensors, what, body) for v in value.items])
     if isinstance(value, TupleValue) and value.python_type() is tuple:
-        return (tuple, [_flatten(v, tensors, what) for v in value.items])
+        return (tuple, [_flatten(v, tensors, what, body) for v in value.items])
     raise Unsupported(f"{what}() of a function returning {value.describe()}")
 
 
@@ -245,7 +256,7 @@ _TENSOR = object()
 def _rebuild(structure: Any, tensors: Iterator[Value]) -> Value:
     if structure is _TENSOR:
         return next(tensors)
-    if isinstance(structure, ConstantValue):
+    if isinstance(structure, (ConstantValue, TensorValue)):
         return structure
     kind, items = structure
     values = [_rebuild(item, tensors) for item in items]
