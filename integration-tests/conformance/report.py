@@ -12,11 +12,12 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from .classify import CATEGORIES
 
-__all__ = ["count", "escape", "markdown", "order_of", "text_table", "totals"]
+__all__ = ["count", "counts_table", "escape", "markdown", "order_of", "text_table", "totals"]
 
 _SHORT = {
     "passed": "pass",
@@ -50,15 +51,27 @@ def totals(table: dict[tuple[str, str], Counter[str]], engine: str) -> Counter[s
 
 def text_table(results: list[dict[str, Any]]) -> str:
     """Per-file counts of each engine side by side, and the totals."""
-    engines, files = order_of(results, "engine"), order_of(results, "file")
+    return counts_table(results, order_of(results, "engine"), CATEGORIES, _SHORT, 5)
+
+
+def counts_table(
+    results: list[dict[str, Any]],
+    engines: list[str],
+    categories: Sequence[str],
+    short: dict[str, str],
+    cell: int,
+) -> str:
+    """Per-file counts of each of ``engines`` in ``categories`` (headed by their ``short``
+    names, ``cell`` characters wide) side by side, and the totals."""
+    files = order_of(results, "file")
     table = count(results)
     width = max([len(f) for f in files] + [5])
-    head = " | ".join(e.ljust(6 * len(CATEGORIES) - 1) for e in engines)
-    cats = " | ".join(" ".join(_SHORT[c].rjust(5) for c in CATEGORIES) for _ in engines)
+    head = " | ".join(e.ljust((cell + 1) * len(categories) - 1) for e in engines)
+    cats = " | ".join(" ".join(short[c].rjust(cell) for c in categories) for _ in engines)
     lines = [f"{'':{width}}  {head}", f"{'file':{width}}  {cats}"]
 
     def row(label: str, per_engine: list[Counter[str]]) -> str:
-        cells = " | ".join(" ".join(str(c[k]).rjust(5) for k in CATEGORIES) for c in per_engine)
+        cells = " | ".join(" ".join(str(c[k]).rjust(cell) for k in categories) for c in per_engine)
         return f"{label:{width}}  {cells}"
 
     for f in files:

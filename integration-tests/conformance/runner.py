@@ -169,7 +169,7 @@ def _read_results(
     return results
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     import torch
 
     import sapwood_tracer
@@ -209,15 +209,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        **_versions(),
-        "command": "python -m conformance "
-        + shlex.join(argv if argv is not None else sys.argv[1:]),
-        "timeout": args.timeout,
-        "engines": args.engine,
-        "files": args.files,
-    }
+    meta = run_meta("conformance", argv, args)
     jobs = [(file, engine) for file in args.files for engine in args.engine]
     done: dict[tuple[str, str], list[dict[str, Any]]] = {}
     lock = threading.Lock()
@@ -230,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             if not found:  # the worker collected no test (none matched, or none there)
                 meta["no_tests"] = sorted({*meta.get("no_tests", ()), file})
             results = [r for j in jobs if j in done for r in done[j]]
-            _write_json(args.out / "results.json", meta, results)
+            write_results(args.out / "results.json", meta, results)
         counts = {c: sum(r["category"] == c for r in found) for c in ("passed", "wrong", "crash")}
         print(f"{engine:8s} {file}: {len(found)} tests, {counts}", flush=True)
 
@@ -244,7 +236,20 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad and not args.no_fail else 0
 
 
-def _write_json(path: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
+def run_meta(program: str, argv: list[str] | None, args: argparse.Namespace) -> dict[str, Any]:
+    """What a run records about itself: when, the versions, the command, its settings."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        **versions(),
+        "command": f"python -m {program} " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "timeout": args.timeout,
+        "engines": args.engine,
+        "files": args.files,
+    }
+
+
+def write_results(path: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """``{"meta": ..., "results": ...}`` written to ``path`` whole (through a temporary file)."""
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps({"meta": meta, "results": results}, indent=1), encoding="utf-8")
     partial.replace(path)

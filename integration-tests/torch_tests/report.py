@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from conformance.report import count, escape, order_of, totals
+from conformance.report import count, counts_table, escape, order_of, totals
 
 from .outcome import CATEGORIES
 
@@ -43,21 +43,7 @@ def _engines(results: list[dict[str, Any]]) -> list[str]:
 
 def text_table(results: list[dict[str, Any]]) -> str:
     """Per-file counts of each engine side by side, and the totals."""
-    engines, files = _engines(results), order_of(results, "file")
-    table = count(results)
-    width = max([len(f) for f in files] + [5])
-    head = " | ".join(e.ljust(7 * len(CATEGORIES) - 1) for e in engines)
-    cats = " | ".join(" ".join(_SHORT[c].rjust(6) for c in CATEGORIES) for _ in engines)
-    lines = [f"{'':{width}}  {head}", f"{'file':{width}}  {cats}"]
-
-    def row(label: str, per_engine: list[Counter[str]]) -> str:
-        cells = " | ".join(" ".join(str(c[k]).rjust(6) for k in CATEGORIES) for c in per_engine)
-        return f"{label:{width}}  {cells}"
-
-    for f in files:
-        lines.append(row(f, [table.get((e, f), Counter()) for e in engines]))
-    lines.append(row("total", [totals(table, e) for e in engines]))
-    return "\n".join(lines)
+    return counts_table(results, _engines(results), CATEGORIES, _SHORT, 6)
 
 
 def _normalize(reason: str) -> str:

@@ -17,19 +17,15 @@ the Markdown page. Exits 1 when sapwood has a ``wrong`` or a ``crash``, unless `
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
-import shlex
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from conformance.runner import spawn_worker
+from conformance.runner import run_meta, spawn_worker, write_results
 
 from .corpus import DEFAULT_FILES
 from .report import markdown, text_table
@@ -110,18 +106,6 @@ def merge_internals(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def _versions() -> dict[str, str]:
-    import torch
-
-    import sapwood_tracer
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "sapwood": sapwood_tracer.__version__,
-    }
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m torch_tests", description=__doc__.split("\n")[0]
@@ -150,15 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    meta: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        **_versions(),
-        "command": "python -m torch_tests "
-        + shlex.join(argv if argv is not None else sys.argv[1:]),
-        "timeout": args.timeout,
-        "engines": args.engine,
-        "files": args.files,
-    }
+    meta = run_meta("torch_tests", argv, args)
     jobs = [(file, engine) for file in args.files for engine in args.engine]
     done: dict[tuple[str, str], list[dict[str, Any]]] = {}
     lock = threading.Lock()
@@ -169,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         with lock:
             done[job] = found
             results = merge_internals([r for j in jobs if j in done for r in done[j]])
-            _write_json(args.out / "results.json", meta, results)
+            write_results(args.out / "results.json", meta, results)
         counts = {c: sum(r["category"] == c for r in found) for c in ("passed", "wrong", "crash")}
         print(f"{engine:8s} {file}: {len(found)} tests, {counts}", flush=True)
 
@@ -177,15 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         list(pool.map(one, jobs))
     results = merge_internals([r for j in jobs for r in done[j]])
     meta["wall_seconds"] = round(time.monotonic() - started)
-    _write_json(args.out / "results.json", meta, results)
+    write_results(args.out / "results.json", meta, results)
     print(text_table(results))
     if args.docs is not None:
         args.docs.write_text(markdown(results, meta), encoding="utf-8")
     bad = [r for r in results if r["engine"] == "sapwood" and r["category"] in ("wrong", "crash")]
     return 1 if bad and not args.no_fail else 0
-
-
-def _write_json(path: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
-    partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps({"meta": meta, "results": results}, indent=1), encoding="utf-8")
-    partial.replace(path)
