@@ -68,7 +68,7 @@ from .sources import (
     make_view_leaf,
 )
 
-__all__ = ["Emitter", "Miss", "address"]
+__all__ = ["Emitter", "Miss", "address", "same_constant"]
 
 _dispatch_keys = torch._C._dispatch_keys
 
@@ -85,7 +85,7 @@ def _has_float(value: Any) -> bool:
     return isinstance(value, tuple) and any(_has_float(v) for v in value)
 
 
-def _same_constant(value: Any, expected: Any) -> bool:
+def same_constant(value: Any, expected: Any) -> bool:
     """Equality that tells -0.0 from 0.0 and lets nan equal nan (floats compared bit-wise)."""
     if type(value) is not type(expected):
         return False
@@ -94,12 +94,10 @@ def _same_constant(value: Any, expected: Any) -> bool:
     if isinstance(expected, float):
         return bool(value.hex() == expected.hex())
     if isinstance(expected, complex):
-        return _same_constant(value.real, expected.real) and _same_constant(
-            value.imag, expected.imag
-        )
+        return same_constant(value.real, expected.real) and same_constant(value.imag, expected.imag)
     if isinstance(expected, tuple):
         return len(value) == len(expected) and all(
-            _same_constant(v, e) for v, e in zip(value, expected)
+            same_constant(v, e) for v, e in zip(value, expected)
         )
     return bool(value == expected)
 
@@ -137,7 +135,7 @@ class Emitter:
             "__builtins__": BUILTINS,
             "_dispatch_keys": _dispatch_keys,
             "_closure_cell": _closure_cell,
-            "_same_constant": _same_constant,
+            "_same_constant": same_constant,
             "_address": address,
         }
         self.lines: list[str] = []

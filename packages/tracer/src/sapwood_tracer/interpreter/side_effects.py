@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from sapwood_graph import Source
 
+from ..guards.emitter import same_constant
 from ..values.base import Value
 
 __all__ = ["AttributeWrite", "ObjectState", "SideEffects"]
@@ -200,22 +201,12 @@ _MISSING = object()
 
 
 def _same_constant(a: Value, b: Value) -> bool:
-    if not (a.is_constant() and b.is_constant()):
-        return False
-    x, y = a.as_constant(), b.as_constant()
-    return type(x) is type(y) and (x is y or (repr(x) == repr(y) and x == y))
+    return a.is_constant() and b.is_constant() and same_constant(a.as_constant(), b.as_constant())
 
 
 def _same_constant_as_real(value: Value, obj: Any, name: str) -> bool:
     """Whether constant ``value`` is what ``obj.name`` holds now (before the replay)."""
     real = (
-        getattr(obj, name, _MISSING)
-        if not isinstance(obj, type)
-        else obj.__dict__.get(name, _MISSING)
+        obj.__dict__.get(name, _MISSING) if isinstance(obj, type) else getattr(obj, name, _MISSING)
     )
-    x = value.as_constant()
-    return (
-        real is not _MISSING
-        and type(real) is type(x)
-        and (real is x or (repr(real) == repr(x) and real == x))
-    )
+    return real is not _MISSING and same_constant(real, value.as_constant())
