@@ -2,7 +2,8 @@
 
 The upstream tests call ``torch.compile``, ``torch._dynamo.optimize`` and
 ``optimize_assert``, ``torch._dynamo.reset`` and a few markers (``disable``,
-``graph_break``, ``allow_in_graph``, ``mark_dynamic``). :func:`install` replaces them, for
+``graph_break``, ``allow_in_graph``, ``mark_dynamic``) and the stand-in for untraceable
+code, ``torch._dynamo.testing.unsupported``. :func:`install` replaces them, for
 the life of the worker process and *before* the test file is imported (``make_dynamo_test``
 and ``standard_test`` bind ``optimize_assert`` and ``reset`` when they are imported):
 
@@ -226,6 +227,13 @@ def _install_sapwood(torch: Any) -> None:
     _replace([*modules, torch.compiler], "reset", routes.reset)
     _replace([torch._dynamo, torch.compiler], "disable", routes.disable)
     _replace([torch._dynamo], "graph_break", routes._sapwood.graph_break)
+    # The tests' stand-in for code no compiler can trace is a C builtin that adds two tensors,
+    # which sapwood would run on fake tensors and put in the graph: the tests then check
+    # breaks that never happen. Marked as not to be compiled, it is the break they mean.
+    import torch._dynamo.testing
+
+    stand_in = routes._sapwood.disable(torch._dynamo.testing.unsupported)
+    _replace([torch._dynamo.testing, torch._dynamo.eval_frame], "unsupported", stand_in)
     for name in ("allow_in_graph", "disallow_in_graph"):
         _replace([torch._dynamo, torch.compiler], name, getattr(routes._sapwood, name))
     _replace([torch._dynamo], "mark_dynamic", routes.mark_dynamic)

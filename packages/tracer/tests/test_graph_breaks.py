@@ -145,6 +145,28 @@ def test_disabled_functions_run_eagerly():
     assert sapwood_tracer.compile(eager_only, backend=lambda gm, ex: gm.forward) is eager_only
 
 
+@pytest.mark.parametrize("recursive", [True, False])
+def test_torch_disable_marks_are_honoured(recursive):
+    calls = []
+
+    def body(t):
+        calls.append(1)
+        return t.cos()
+
+    kept_out = torch.compiler.disable(body, recursive=recursive, reason="measured separately")
+
+    def fn(x):
+        y = x + 1
+        return kept_out(y) * 2
+
+    report = check_breaks(fn, _inputs(), ops=[1, 1], breaks=1)
+    assert "torch.compiler.disable: measured separately" in str(report)
+    assert sapwood_tracer.compile(kept_out, backend=lambda gm, ex: gm.forward) is kept_out
+    calls.clear()
+    sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
+    assert calls == [1]  # ran eagerly, once
+
+
 def test_graph_break_splits_where_asked():
     def fn(x):
         y = x.sin()

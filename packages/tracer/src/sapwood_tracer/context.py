@@ -69,6 +69,10 @@ class GraphRecorder(Protocol[V]):
         """A proxy for item ``index`` of a node with several outputs."""
         ...
 
+    def input_object(self, value: V) -> Any | None:
+        """The tensor object a graph input ``value`` was made for (None for other values)."""
+        ...
+
     def symbol_proxy(self, expr: Any) -> Any | None:
         """The graph input bound to the size symbol ``expr``, if the graph has one."""
         ...

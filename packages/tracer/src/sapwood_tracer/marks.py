@@ -7,7 +7,9 @@ Invariants:
 * The marks live on the function objects themselves (a registry keyed by the function), so
   they need no global hook and disappear with the function.
 * A disabled function is never traced: a compiled caller breaks its graph at the call and
-  runs it eagerly; compiling it directly returns it unchanged.
+  runs it eagerly; compiling it directly returns it unchanged. torch's disable marks
+  (``torch.compiler.disable``, recursive or not) are honoured the same way: sapwood has no
+  frame hook, so a non-recursive one also leaves the functions it calls uncompiled.
 * An allowed function is recorded in the graph as one call node (fake tensors run it), never
   inlined; a disallowed one (typically a torch function) breaks the graph at every call.
 * Dims marked dynamic or static are stored on the tensor object and read when a call
@@ -29,6 +31,7 @@ import torch
 __all__ = [
     "allow_in_graph",
     "disable",
+    "disabled_reason",
     "disallow_in_graph",
     "graph_break",
     "is_allowed",
@@ -44,6 +47,8 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DISABLED = "__sapwood_disabled__"
+#: what ``torch.compiler.disable`` / ``torch._dynamo.disable`` set on their wrapper
+_TORCH_DISABLED = "_torchdynamo_disable"
 _allowed: set[Any] = set()
 _disallowed: set[Any] = set()
 
@@ -68,7 +73,19 @@ def disable(fn: F) -> F:
 
 
 def is_disabled(fn: Any) -> bool:
-    return getattr(fn, _DISABLED, False) is True
+    """``fn`` was excluded from compiling, by sapwood's :func:`disable` or by torch's
+    (``torch.compiler.disable`` / ``torch._dynamo.disable``, recursive or not)."""
+    return getattr(fn, _DISABLED, False) is True or getattr(fn, _TORCH_DISABLED, False) is True
+
+
+def disabled_reason(fn: Any) -> str | None:
+    """Where torch's disable mark excluded ``fn`` (with the reason the user gave), in words
+    for a graph break; None for sapwood's own marks."""
+    if getattr(fn, _TORCH_DISABLED, False) is not True or getattr(fn, _DISABLED, False) is True:
+        return None
+    reason = getattr(fn, "_torchdynamo_disable_msg", None)
+    said = f": {reason}" if isinstance(reason, str) and reason else ""
+    return f"torch.compiler.disable{said}"
 
 
 def graph_break() -> None:

@@ -70,6 +70,7 @@ from ..values.generators import GeneratorValue
 from ..values.identity import ObjectIdValue, rebuilt_as_itself
 from ..values.logging_calls import LoggingCallValue
 from ..values.modules import ModuleValue
+from ..values.ndarrays import NdarrayValue
 from ..values.objects import (
     ClassValue,
     NewObjectValue,
@@ -138,6 +139,8 @@ class OutputCollector:
                 self.graph_index(value)
         elif isinstance(value, SymNumberValue):  # a symbolic size: the graph computes it
             self.graph_index(value)  # type: ignore[arg-type]
+        elif isinstance(value, NdarrayValue):
+            self.collect(value.tensor, seen)
         elif isinstance(value, (TupleValue, ListValue)):
             for item in value.items:
                 self.collect(item, seen)
@@ -392,6 +395,12 @@ def _emit_value(
         return f"o[{collector.graph_index(value)}]"
     if isinstance(value, SymNumberValue):
         return f"o[{collector.graph_index(value)}]"  # type: ignore[arg-type]
+    if isinstance(value, NdarrayValue):  # numpy's view of the tensor (a scalar: its item)
+        name = em.temp()
+        tensor = _emit(em, value.tensor, collector, built, indent)
+        em.lines.append(f"{indent}{name} = {tensor}.numpy(){'[()]' if value.scalar else ''}")
+        built[id(value)] = name
+        return name
     if isinstance(value, ConstantValue):
         if value.source is not None:
             return em.source(value.source, indent)

@@ -80,7 +80,7 @@ from ..values.functions import (
 from ..values.generators import GeneratorValue
 from ..values.iterators import LiveIteratorValue
 from ..values.modules import ModuleValue
-from ..values.numpy_functions import NumpyFunctionValue, is_numpy_function
+from ..values.numpy_functions import NumpyFunctionValue, is_numpy_api
 from ..values.objects import (
     ClassValue,
     ObjectValue,
@@ -309,7 +309,7 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if isinstance(obj, types.ModuleType):
         _id_match(tx, source, obj)
         return PyModuleValue(obj, source)
-    if is_numpy_function(obj) and not isinstance(obj, type):  # a ufunc (np.sqrt)
+    if is_numpy_api(obj):  # a ufunc (np.sqrt), an array function (np.mean), np.asarray
         _id_match(tx, source, obj)
         return NumpyFunctionValue(obj, source)
     if _is_callable_builtin(obj) or isinstance(obj, type):

@@ -84,6 +84,8 @@ class GraphBridge:
         self.og = OutputGraph(name=name)
         self.shape_plan = shape_plan if shape_plan is not None else ShapePlan()
         self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
+        #: the tensor object of each input value (by the value's id)
+        self.input_objects: dict[int, torch.Tensor] = {}
         self.input_order: list[Source] = []
         self.made_leaves: list[MadeLeaf] = []
 
@@ -115,8 +117,12 @@ class GraphBridge:
         value = TensorValue(proxy, fake, source)
         value.input_type = type(tensor)
         self.inputs[id(tensor)] = (tensor, value)
+        self.input_objects[id(value)] = tensor
         self.input_order.append(source)
         return value
+
+    def input_object(self, value: Value) -> torch.Tensor | None:
+        return self.input_objects.get(id(value))
 
     def symint_input(self, tx: Context, value: int, source: Source) -> Value:
         """An int argument traced as a symbol (the shape plan asked for it)."""

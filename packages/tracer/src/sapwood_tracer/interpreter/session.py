@@ -26,7 +26,7 @@ from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
 from ..context import FrameState
 from ..errors import TracedException, Unsupported
 from ..guards.sources import GlobalStateSource, LenSource
-from ..marks import graph_break, is_allowed, is_disabled, is_disallowed
+from ..marks import disabled_reason, graph_break, is_allowed, is_disabled, is_disallowed
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
 from ..pymodel.construct import construct, inspects_frames, reads_caller_frames
@@ -181,7 +181,11 @@ class TraceSession:
             if real is graph_break:
                 raise Unsupported("sapwood.graph_break()")
             if is_disabled(real) or is_disallowed(real):
-                raise Unsupported(f"a call to {real.__qualname__}, which sapwood must not trace")
+                said = disabled_reason(real)
+                why = (
+                    f"excluded from compiling by {said}" if said else "which sapwood must not trace"
+                )
+                raise Unsupported(f"a call to {real.__qualname__}, {why}")
             if is_allowed(real):
                 return self.graph.call_function(self, real, args, kwargs)  # type: ignore[no-any-return]
             if (

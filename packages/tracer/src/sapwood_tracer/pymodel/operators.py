@@ -29,6 +29,7 @@ from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.exceptions import python_error, raised_for_real
 from ..values.functions import BoundMethodValue
 from ..values.identity import same_object
+from ..values.ndarrays import NdarrayValue, numpy_operator
 from ..values.objects import NewObjectValue, ObjectValue
 from ..values.sets import INPLACE_OPS, SetValue
 from ..values.symbolic import (
@@ -141,6 +142,8 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         # `n += t` with a Python number n: numbers have no in-place operator, so Python
         # falls back to `n + t` (the tensor's reflected operator)
         fn = base
+    if isinstance(a, NdarrayValue) or isinstance(b, NdarrayValue):
+        return numpy_operator(tx, original, [a, b])
     if _is_tensor(a) or _is_tensor(b):
         return tx.graph.call_function(tx, fn, [a, b], {})
     if isinstance(a, SymNumberValue) or isinstance(b, SymNumberValue):
@@ -523,6 +526,8 @@ def _reflected_first(a: Value, b: Value, reflected: str) -> bool:
 
 
 def unary(tx: Context, fn: Any, a: Value) -> Value:
+    if isinstance(a, NdarrayValue) and fn is not operator.not_:
+        return numpy_operator(tx, fn, [a])
     if _is_tensor(a):
         return tx.graph.call_function(tx, fn, [a], {})
     if isinstance(a, SymNumberValue):

@@ -16,6 +16,7 @@ from ..errors import Unsupported
 from ..marks import is_disallowed
 from ..values.base import ConstantValue, Context, Value
 from ..values.containers import TupleValue
+from ..values.ndarrays import NdarrayValue, tensor_of_array
 from ..values.symbolic import SizeValue, SymNumberValue
 from ..values.tensors import TensorValue, metadata_call
 
@@ -204,6 +205,8 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
     special = _SPECIAL.get(fn)
     if special is not None:
         return special(tx, args, kwargs)  # type: ignore[no-any-return]
+    if any(isinstance(a, NdarrayValue) for a in [*args, *kwargs.values()]):
+        return tensor_of_array(tx, fn, args, kwargs)
     if fn in _REFUSED:
         raise Unsupported(f"calling {getattr(fn, '__name__', fn)}", hint=f"({_REFUSED[fn]}).")
     if fn in _METADATA_FUNCTIONS:

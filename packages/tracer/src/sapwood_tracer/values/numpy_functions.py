@@ -6,13 +6,16 @@ immutable, and every operation on it is numpy's C code. Calling a numpy ufunc or
 type on numbers known at trace time (Python numbers and numpy scalars, no keywords) gives the
 same scalar on every call, so it is computed once, while tracing, under
 :func:`~sapwood_tracer.foreign.numpy_errors_raise`: where numpy would warn (overflow, division by
-zero), the call runs eagerly instead. Anything else — a tensor or an array argument, keyword
-arguments, a result that is not a numpy scalar — is a graph break with its reason.
+zero), the call runs eagerly instead. A call given an array or a tensor is compiled through
+torch._numpy, checked against numpy (see :mod:`sapwood_tracer.values.ndarrays`). Anything
+else (keyword arguments on numbers, a result that is not a numpy scalar, numpy's other
+functions on numbers) is a graph break with its reason.
 """
 
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any
 
 from ..errors import Unsupported
@@ -20,7 +23,13 @@ from ..foreign import is_numpy_scalar, numpy_errors_raise
 from .base import BuiltinValue, ConstantValue, Context, Value
 from .exceptions import raised_for_real
 
-__all__ = ["NumpyFunctionValue", "calls_numpy_on_numbers", "is_numpy_function"]
+__all__ = [
+    "NumpyFunctionValue",
+    "calls_numpy_on_numbers",
+    "is_numpy_api",
+    "is_numpy_function",
+    "on_arrays",
+]
 
 _NUMBERS = (int, float, bool, complex)
 
@@ -33,6 +42,36 @@ def is_numpy_function(obj: Any) -> bool:
     if type(obj) is np.ufunc:
         return True
     return isinstance(obj, type) and issubclass(obj, (np.number, np.bool_))
+
+
+def is_numpy_api(obj: Any) -> bool:
+    """A function of numpy's API that is not a class: a ufunc, an array function
+    (``np.mean``, ``np.linalg.norm``) or one of numpy's C functions (``np.asarray``)."""
+    np = sys.modules.get("numpy")
+    if np is None or isinstance(obj, type):
+        return False
+    if type(obj) is np.ufunc or type(obj).__name__ == "_ArrayFunctionDispatcher":
+        return True
+    module = getattr(obj, "__module__", None)
+    return (
+        isinstance(obj, types.BuiltinFunctionType)
+        and isinstance(module, str)
+        and module.split(".")[0] == "numpy"
+    )
+
+
+def on_arrays(values: list[Value]) -> bool:
+    """Whether a numpy call is given an array or a tensor (also in a tuple or list)."""
+    from .containers import ListValue, TupleValue
+    from .ndarrays import NdarrayValue
+    from .tensors import TensorValue
+
+    for v in values:
+        if isinstance(v, (NdarrayValue, TensorValue)):
+            return True
+        if isinstance(v, (TupleValue, ListValue)) and on_arrays(v.items):
+            return True
+    return False
 
 
 def _number(value: Value) -> bool:
@@ -72,6 +111,10 @@ class NumpyFunctionValue(BuiltinValue):
         return f"numpy.{getattr(self.fn, '__name__', '?')}"
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if on_arrays([*args, *kwargs.values()]):
+            from .ndarrays import call_numpy
+
+            return call_numpy(tx, self.fn, args, kwargs)
         if not calls_numpy_on_numbers(self.fn, args, kwargs):
             what = ", ".join(a.describe() for a in [*args, *kwargs.values()])
             raise Unsupported(f"calling {self.describe()} on {what or 'nothing'}")

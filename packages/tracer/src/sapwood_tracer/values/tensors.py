@@ -19,17 +19,18 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import operator
 from typing import Any
 
 import torch
 
-from sapwood_graph import FakePropagationError, Source
+from sapwood_graph import AttrSource, FakePropagationError, Source
 
 from ..errors import TracedException, Unsupported
 from ..foreign import is_numpy_scalar
-from ..guards.sources import LeafViewSource
+from ..guards.sources import ContainsSource, LeafViewSource, ReaderSource
 from .base import ConstantValue, Context, Value, attribute_missing, truth_of_plain_object
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 from .symbolic import (
@@ -79,6 +80,10 @@ class TensorValue(Value):
             return symbolic_size(tx, self, [], {})
         if name in _STATIC_ATTRS:
             return ConstantValue(_static_value(getattr(fake, name)))
+        if self.input_source is not None and not _data_descriptor(name):
+            own = _instance_attribute(tx, self, name)
+            if own is not None:
+                return own
         if name in _DATA_DEPENDENT and not callable(getattr(torch.Tensor, name, None)):
             # (a data-dependent *method* is refused when called, so a graph break lands on
             # the call, where it can run eagerly)
@@ -211,6 +216,11 @@ _METADATA_METHODS = frozenset(
 )
 
 
+#: Tensor methods whose values a module above this one models: name -> handler(tx, tensor,
+#: args, kwargs), registered by that module when it is imported
+METHODS_MODELLED_ELSEWHERE: dict[str, Any] = {}
+
+
 class TensorMethodValue(Value):
     """``tensor.method`` before it is called."""
 
@@ -230,6 +240,9 @@ class TensorMethodValue(Value):
             return SYMBOLIC_METADATA[name](tx, self.tensor, args, kwargs)
         if name in _METADATA_METHODS:
             return metadata_call(tx, getattr(torch.Tensor, name), [self.tensor, *args], kwargs)
+        special = METHODS_MODELLED_ELSEWHERE.get(name)
+        if special is not None:  # (``numpy``: a numpy array, see values/ndarrays.py)
+            return special(tx, self.tensor, args, kwargs)  # type: ignore[no-any-return]
         if name in _DATA_DEPENDENT or name in _REFUSED_ATTRS:
             raise Unsupported(
                 f"Tensor.{name}()",
@@ -246,6 +259,45 @@ class TensorMethodValue(Value):
         if name == "new":  # the legacy constructor: sizes or data, decided as torch does
             return tx.call_torch_function(torch.Tensor.new, [self.tensor, *args], kwargs)
         return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
+
+
+@functools.cache
+def _data_descriptor(name: str) -> bool:
+    """Whether ``Tensor.name`` is a data descriptor (``shape``, ``grad``), which an instance
+    attribute of the same name cannot shadow."""
+    for klass in torch.nn.Parameter.__mro__:
+        if name in vars(klass):
+            kind = type(vars(klass)[name])
+            return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+    return False
+
+
+#: every name a tensor's class defines: an instance attribute of one of these shadows it
+_TENSOR_NAMES = frozenset(n for k in torch.nn.Parameter.__mro__ for n in vars(k))
+
+
+def shadows_tensor_names(tensor: torch.Tensor) -> bool:
+    """Whether a tensor's own ``__dict__`` has a name its class defines (a guard reader)."""
+    return not tensor.__dict__.keys().isdisjoint(_TENSOR_NAMES)
+
+
+def _instance_attribute(tx: Context, tensor: TensorValue, name: str) -> Value | None:
+    """``tensor.name`` from the input tensor's own ``__dict__`` (``x.scale = 2.0`` set before
+    the call), where Python looks first for a name no data descriptor takes; None where the
+    dict has no such name, and a guard that it still has none on later calls: for a name of
+    the tensor API (a method), one guard per tensor that its dict shadows no such name."""
+    real = tx.graph.input_object(tensor)
+    source = tensor.input_source
+    if real is None or source is None:
+        return None
+    attrs = real.__dict__
+    if name in attrs:
+        return tx.wrap(attrs[name], AttrSource(source, name))
+    if name in _TENSOR_NAMES:
+        tx.guard_false(ReaderSource(source, shadows_tensor_names))
+    else:
+        tx.guard_false(ContainsSource(AttrSource(source, "__dict__"), name))
+    return None
 
 
 _NOT_A_LEAF = "you can only change requires_grad flags of leaf variables."
