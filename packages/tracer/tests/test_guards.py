@@ -266,6 +266,28 @@ def test_recompile_limit_falls_back_to_eager_with_one_warning(backend, same):
     assert "L['n'] == " in str(limit[0].message)
 
 
+@pytest.mark.parametrize("name", ["recompile_limit", "cache_size_limit"])
+def test_torchs_recompile_limit_is_obeyed_where_the_user_set_it(backend, same, name):
+    import torch._dynamo.config as dynamo_config
+
+    def fn(x, n):
+        return x * n
+
+    compiled = sapwood_tracer.compile(fn, backend=backend, dynamic=False)
+    old = dynamo_config.recompile_limit
+    setattr(dynamo_config, name, 2)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(5):
+                same(compiled(X, n), X * n)
+    finally:
+        dynamo_config.recompile_limit = old
+    assert backend.count == 2
+    limit = [w for w in caught if issubclass(w.category, RecompileLimitWarning)]
+    assert len(limit) == 1 and "recompiled 2 times" in str(limit[0].message)
+
+
 def test_guard_source_never_contains_user_strings(backend):
     from sapwood_tracer.api import cache as _cache
 

@@ -14,6 +14,8 @@ Public API:
   keeps its storage (a static key/value cache), read and written in place by CUDA graphs.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
+* :class:`StanceNotSupported` — a ``torch.compiler.set_stance`` setting sapwood does not
+  implement is in force (compiled calls raise it).
 * :class:`UnsupportedPythonWarning` — the running Python's bytecode is unknown; code runs
   eagerly.
 * :class:`EagerFallbackWarning` — sapwood's own code failed on a function (a bug), which
@@ -26,6 +28,7 @@ from .api.cache import RecompileLimitWarning, reset
 from .api.distributed import CompiledDDP
 from .api.entry import CompiledModule, compile
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
+from .api.stance import StanceNotSupported
 from .errors import EagerFallbackWarning, TracerError, Unsupported, UnsupportedPythonWarning
 from .marks import (
     allow_in_graph,
@@ -51,6 +54,7 @@ __all__ = [
     "ExplainOutput",
     "GraphReport",
     "RecompileLimitWarning",
+    "StanceNotSupported",
     "TracerError",
     "Unsupported",
     "UnsupportedPythonWarning",

@@ -9,8 +9,9 @@ Invariants:
   again with another backend or mode is traced for it, never served by the other's graphs.
 * An entry refers to the functions, classes and Python modules it checks by identity
   weakly; when one dies, the entry leaves its cache (an ``id`` it compares could be reused).
-* Once a code has ``RECOMPILE_LIMIT`` entries, a call that matches none runs eagerly; the
-  first such call warns once, naming the guard that failed most often.
+* Once a code has ``RECOMPILE_LIMIT`` entries (or as many as a ``recompile_limit`` the user set
+  in torch's dynamo config), a call that matches none runs eagerly; the first such call warns
+  once, naming the guard that failed most often.
 * Graph breaks cost a trace of a resume code each, and a resume code holds what can run from
   its resume point on (in straight-line code, the rest of the function); a loop whose body
   breaks may recompile its resume code when reached with other values, with guards on what
@@ -24,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import sys
 import types
 import warnings
 import weakref
@@ -72,7 +74,22 @@ RECOMPILE_COST_LIMIT = 50_000
 
 
 def limit_for(code: types.CodeType) -> int:
-    return RESUME_RECOMPILE_LIMIT if resume_info(code) is not None else RECOMPILE_LIMIT
+    """How many entries ``code`` may have. torch's ``torch._dynamo.config.recompile_limit``
+    (or its old name ``cache_size_limit``) is obeyed where the user set it (the config module
+    is loaded and holds another value than the default both compilers share); a resume code
+    keeps its own higher limit unless the user's is higher still."""
+    limit = _torch_recompile_limit()
+    if resume_info(code) is not None:
+        return max(RESUME_RECOMPILE_LIMIT, limit or 0)
+    return RECOMPILE_LIMIT if limit is None else limit
+
+
+def _torch_recompile_limit() -> int | None:
+    config = sys.modules.get("torch._dynamo.config")  # (never imported for this)
+    value = getattr(config, "recompile_limit", None) if config is not None else None
+    if type(value) is not int or value == RECOMPILE_LIMIT:
+        return None
+    return max(value, 0)
 
 
 @dataclass(eq=False)

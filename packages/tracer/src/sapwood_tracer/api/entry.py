@@ -47,6 +47,7 @@ from .distributed import (
 )
 from .dynamic import plan_after_miss
 from .forwards import NO_RECEIVER, Forwards, caller_of
+from .stance import current_stance, refusal
 from .tracebacks import to_user_frames
 
 __all__ = ["CompiledModule", "compile"]
@@ -78,6 +79,9 @@ def _compiled_function(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
                 L = bind(args, kwargs)
+                stance = current_stance()
+                if stance is not None:
+                    return _under_stance(stance, code, closure, f_globals, key, L, eager)
                 cache = lookup(code)
                 if cache is not None:
                     for entry in cache.entries:
@@ -97,6 +101,9 @@ def _compiled_function(
     def method(*args: Any, **kwargs: Any) -> Any:
         try:
             L = bind((receiver, *args), kwargs)
+            stance = current_stance()
+            if stance is not None:
+                return _under_stance(stance, code, closure, f_globals, key, L, eager)
             cache = lookup(code)
             if cache is not None:
                 for entry in cache.entries:
@@ -110,6 +117,31 @@ def _compiled_function(
             raise
 
     return method
+
+
+def _under_stance(
+    stance: str,
+    code: types.CodeType,
+    closure: tuple[types.CellType, ...],
+    f_globals: dict[str, Any],
+    key: object,
+    L: tuple[Any, ...],
+    eager: Callable[[tuple[Any, ...]], Any],
+) -> Any:
+    """A call while ``torch.compiler.set_stance(stance)`` holds (see :mod:`.stance`)."""
+    if stance == "force_eager":
+        return eager(L)
+    failed = None
+    cache = _cache.lookup(code)
+    for entry in cache.entries if cache is not None else ():
+        if entry.key is key:
+            result = entry.fn(L, closure, f_globals)
+            if type(result) is not Miss:
+                return result
+            failed = failed or entry.describe_guard(result.index)
+    if stance == "eager_on_recompile":
+        return eager(L)
+    raise refusal(code, failed)
 
 
 def _miss(
