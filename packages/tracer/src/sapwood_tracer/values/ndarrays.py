@@ -27,6 +27,7 @@ Writing into an array, branching on its values and iterating over it are graph b
 
 from __future__ import annotations
 
+import functools
 import importlib
 import operator
 import warnings
@@ -53,6 +54,7 @@ __all__ = [
 MAX_STAND_IN = 1 << 20
 
 
+@functools.cache
 def _numpy() -> Any:
     try:
         np = importlib.import_module("numpy")
@@ -415,7 +417,7 @@ def _fake_of(result: Value) -> Any:
     if isinstance(result, TensorValue):
         return result.fake
     if isinstance(result, (TupleValue, ListValue)):
-        return type(result.items)(_fake_of(v) for v in result.items)
+        return [_fake_of(v) for v in result.items]
     return result
 
 

@@ -21,7 +21,10 @@ from typing import Any
 from ..errors import Unsupported
 from ..foreign import is_numpy_scalar, numpy_errors_raise
 from .base import BuiltinValue, ConstantValue, Context, Value
+from .containers import ListValue, TupleValue
 from .exceptions import raised_for_real
+from .ndarrays import NdarrayValue, call_numpy
+from .tensors import TensorValue
 
 __all__ = [
     "NumpyFunctionValue",
@@ -62,10 +65,6 @@ def is_numpy_api(obj: Any) -> bool:
 
 def on_arrays(values: list[Value]) -> bool:
     """Whether a numpy call is given an array or a tensor (also in a tuple or list)."""
-    from .containers import ListValue, TupleValue
-    from .ndarrays import NdarrayValue
-    from .tensors import TensorValue
-
     for v in values:
         if isinstance(v, (NdarrayValue, TensorValue)):
             return True
@@ -112,8 +111,6 @@ class NumpyFunctionValue(BuiltinValue):
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if on_arrays([*args, *kwargs.values()]):
-            from .ndarrays import call_numpy
-
             return call_numpy(tx, self.fn, args, kwargs)
         if not calls_numpy_on_numbers(self.fn, args, kwargs):
             what = ", ".join(a.describe() for a in [*args, *kwargs.values()])
