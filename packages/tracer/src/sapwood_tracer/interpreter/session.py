@@ -19,9 +19,10 @@ import inspect
 import operator
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
-from sapwood_graph import Guard, GuardKind, GuardSet, LocalSource, Source
+from sapwood_graph import AttrSource, Guard, GuardKind, GuardSet, LocalSource, Source
 
 from ..context import FrameState
 from ..errors import TracedException, Unsupported
@@ -55,6 +56,7 @@ from ..values.tensors import TensorValue
 from ..values.typing_forms import hint_subscription
 from . import budget as _budget
 from . import builder
+from .binding_errors import binding_error
 from .frame import FrameSuspend, SymbolicFrame, format_user_stack
 from .pure_comprehensions import run_pure_comprehension
 from .side_effects import SideEffects
@@ -174,6 +176,24 @@ class TraceSession:
     def call(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         return fn.call(self, args, kwargs)
 
+    def _qualname(self, fn: FunctionValue) -> str | None:
+        """The ``__qualname__`` of the function called (which CPython's binding errors name)
+        where the trace can know it: a real function's, guarded from here on, or that of one
+        made in the trace and not renamed."""
+        code = fn.code
+        real = getattr(fn, "fn", None)
+        if isinstance(real, types.FunctionType):
+            if fn.source is None or not isinstance(real.__qualname__, str):
+                return None
+            self.guard(
+                GuardKind.CONSTANT_MATCH, AttrSource(fn.source, "__qualname__"), real.__qualname__
+            )
+            return real.__qualname__
+        fields = getattr(fn, "fields", None)
+        if isinstance(fields, dict) and "__qualname__" not in fields:
+            return code.co_qualname
+        return None
+
     def inline(self, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         assert isinstance(fn, FunctionValue)
         real = getattr(fn, "fn", None)
@@ -221,7 +241,15 @@ class TraceSession:
             ran = run_pure_comprehension(self, fn, args)
             if ran is not None:
                 return ran
-        fast = bind_arguments(code, fn.name, args, kwargs, fn.defaults(self), fn.kwdefaults(self))
+        fast = bind_arguments(
+            code,
+            fn.name,
+            args,
+            kwargs,
+            fn.defaults(self),
+            fn.kwdefaults(self),
+            lambda: self._qualname(fn),
+        )
         cells: dict[str, Value] = dict(zip(code.co_freevars, fn.cells(self)))
         frame = SymbolicFrame(self, code, fn.f_globals, fn.globals_source, fast, cells, parent)
         if code.co_flags & inspect.CO_GENERATOR:
@@ -460,8 +488,15 @@ def bind_arguments(
     kwargs: dict[str, Value],
     defaults: tuple[Value, ...],
     kwdefaults: dict[str, Value],
+    qualname: Callable[[], str | None] | None = None,
 ) -> dict[str, Value]:
-    """Fast locals of a call of ``code`` with ``args``/``kwargs``, as Python would bind them."""
+    """Fast locals of a call of ``code`` with ``args``/``kwargs``, as Python would bind them;
+    arguments that do not fit raise CPython's ``TypeError`` in the traced program."""
+
+    def _unfit(reason: str) -> Unsupported:
+        known = qualname() if qualname is not None else None
+        return binding_error(code, len(args), kwargs, len(defaults), kwdefaults, known, reason)
+
     argc = code.co_argcount
     posonly = code.co_posonlyargcount
     kwonly = code.co_kwonlyargcount
@@ -473,7 +508,7 @@ def bind_arguments(
         bound[names[i]] = value
     extra = args[argc:]
     if extra and not has_varargs:
-        raise Unsupported(f"calling {name}() with too many positional arguments (TypeError)")
+        raise _unfit(f"calling {name}() with too many positional arguments (TypeError)")
     index = argc + kwonly
     if has_varargs:
         bound[names[index]] = TupleValue(list(extra))
@@ -483,12 +518,12 @@ def bind_arguments(
     for key, value in kwargs.items():
         if key in keywordable:
             if key in bound:
-                raise Unsupported(f"{name}() got multiple values for argument {key!r} (TypeError)")
+                raise _unfit(f"{name}() got multiple values for argument {key!r} (TypeError)")
             bound[key] = value
         elif has_varkw:
             varkw.append((ConstantValue(key), value))
         else:
-            raise Unsupported(f"{name}() got an unexpected keyword argument {key!r} (TypeError)")
+            raise _unfit(f"{name}() got an unexpected keyword argument {key!r} (TypeError)")
     if has_varkw:
         out = DictValue({})
         for k, v in varkw:
@@ -500,13 +535,13 @@ def bind_arguments(
             if i >= first_default:
                 bound[names[i]] = defaults[i - first_default]
             else:
-                raise Unsupported(f"{name}() missing argument {names[i]!r} (TypeError)")
+                raise _unfit(f"{name}() missing argument {names[i]!r} (TypeError)")
     for i in range(argc, argc + kwonly):
         if names[i] not in bound:
             if names[i] in kwdefaults:
                 bound[names[i]] = kwdefaults[names[i]]
             else:
-                raise Unsupported(f"{name}() missing keyword argument {names[i]!r} (TypeError)")
+                raise _unfit(f"{name}() missing keyword argument {names[i]!r} (TypeError)")
     return bound
 
 

@@ -18,7 +18,8 @@ counting loop, :mod:`.random_generators` the primitives of ``random``'s generato
 computed on a private copy of a generator whose state the trace knows), :mod:`.strict_zip`
 ``zip(strict=True)``'s iterator and :mod:`.range_iterator_inputs` ``next()`` of a range
 iterator from the inputs (both used by :mod:`.iteration`), :mod:`.attribute_deletion`
-``delattr()``, :mod:`.generic_lookup` ``object.__getattribute__``, :mod:`.summation`
+``delattr()``, :mod:`.generic_lookup` ``object.__getattribute__``, :mod:`.object_comparisons`
+``object.__eq__``/``__ne__`` and the orderings called by name, :mod:`.summation`
 ``sum()`` (compensated on Python 3.12+), :mod:`.higher_order`
 ``torch.utils.checkpoint.checkpoint`` traced as the body of a higher-order operation; :mod:`.text` gives the text of values the folding
 on constants does not cover (enum members whose class has special methods of the user's,
@@ -39,6 +40,7 @@ from . import (
     iteration,
     itertools_lazy,
     numeric,
+    object_comparisons,
     random_generators,
     settings,
     stdlib,
@@ -57,6 +59,7 @@ __all__ = [
     "iteration",
     "itertools_lazy",
     "numeric",
+    "object_comparisons",
     "random_generators",
     "settings",
     "stdlib",

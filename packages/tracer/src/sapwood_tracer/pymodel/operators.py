@@ -210,7 +210,35 @@ def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     user = _user_dunder(tx, fn, a, b)
     if user is not None:
         return user
+    declined = _declined_by_both(original, a, b)
+    if declined is not None:
+        raise python_error(TypeError, declined)
     raise Unsupported(f"the operator {_op_name(fn)} on {a.describe()} and {b.describe()}")
+
+
+#: numbers whose operator methods return NotImplemented for an instance of a plain class
+_PLAIN_NUMBERS = (int, float, complex, bool, type(None))
+_SYMBOLS = {fn: symbol for symbol, fn in [*BINARY.items(), *INPLACE.items(), *COMPARE.items()]}
+
+
+def _declined_by_both(fn: Any, a: Value, b: Value) -> str | None:
+    """Python's TypeError for ``fn(a, b)`` where one operand is an instance of a plain class
+    (every class of its MRO written in Python but object) whose methods declined it (see
+    :func:`_user_dunder`) and the other a number or None constant, whose methods return
+    NotImplemented for such an object; None elsewhere."""
+    symbol = _SYMBOLS.get(fn)
+    if symbol is None or fn in (operator.eq, operator.ne) or symbol.startswith("**"):
+        return None
+    plain = [v for v in (a, b) if isinstance(v, (ObjectValue, NewObjectValue))]
+    numbers = [v for v in (a, b) if v.is_constant() and type(v.as_constant()) in _PLAIN_NUMBERS]
+    if len(plain) != 1 or len(numbers) != 1:
+        return None
+    if not all(k is object or k.__module__ != "builtins" for k in plain[0].python_type().__mro__):
+        return None
+    names = (f"'{a.python_type().__name__}'", f"'{b.python_type().__name__}'")
+    if fn in _COMPARISONS:
+        return f"'{symbol}' not supported between instances of {names[0]} and {names[1]}"
+    return f"unsupported operand type(s) for {symbol}: {names[0]} and {names[1]}"
 
 
 _SET_SYMBOLS = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}
