@@ -114,3 +114,39 @@ def test_objects_comparison_methods_called_by_name() -> None:
         ]
 
     _same_in_one_graph(fn)
+
+
+class SetSub(set):
+    pass
+
+
+class FrozenSub(frozenset):
+    pass
+
+
+class OwnEq(set):
+    def __eq__(self, other):
+        return "own"
+
+
+def test_set_comparison_methods_by_name_across_set_kinds() -> None:
+    """``set.__eq__(a, frozenset(a))`` and the other comparisons, between sets, frozensets
+    and subclasses that keep the builtin comparisons, are the content comparison."""
+
+    def fn(x):
+        out = []
+        for kind in (set, frozenset, SetSub, FrozenSub):
+            a = kind("abc")
+            for other in (kind, set, frozenset):
+                b = other(a)
+                out += [a.__eq__(b), kind.__eq__(a, b), a.__ne__(b), a.__lt__(other("abcd"))]
+                out += [a.__ge__(other("ab")), a.__le__(b)]
+        return x + 1, out
+
+    _same_in_one_graph(fn)
+
+    def overridden(x):
+        return x + 1, [set.__eq__(OwnEq("ab"), frozenset("ab"))]
+
+    compiled = sapwood_tracer.compile(overridden, backend=lambda gm, ex: gm.forward)
+    assert compiled(torch.ones(2))[1] == [True]  # set's own __eq__, not OwnEq's

@@ -124,6 +124,8 @@ def call_special(
         merged = _dict_merge(tx, name, receiver, other)
         if merged is not None:
             return merged
+    if name in _SET_COMPARISONS and _builtin_set_comparison(name, receiver, other):
+        return _operator(tx, name, receiver, other)
     if receiver.python_type() is not owner or other.python_type() is not owner:
         repeat = name in ("__mul__", "__rmul__", "__imul__") and owner in (list, tuple)
         if repeat and other.is_constant() and type(other.as_constant()) is int:
@@ -140,6 +142,30 @@ def call_special(
 
 
 _DICT_MERGES = frozenset({"__or__", "__ror__", "__ior__"})
+#: a comparison and its reflection
+_SET_COMPARISONS = {
+    "__eq__": "__eq__",
+    "__ne__": "__ne__",
+    "__lt__": "__gt__",
+    "__le__": "__ge__",
+    "__gt__": "__lt__",
+    "__ge__": "__le__",
+}
+
+
+def _builtin_set_comparison(name: str, receiver: Value, other: Value) -> bool:
+    """Whether ``set.__eq__(a, b)`` (or another comparison) is what ``a == b`` computes:
+    both are sets or frozensets (subclasses too) whose classes take the comparison and its
+    reflection from the builtin types, so the operator, reflected or not, reaches the same
+    content comparison (``set() == frozenset()``)."""
+    for value, method in ((receiver, name), (other, _SET_COMPARISONS[name])):
+        cls = value.python_type()
+        if not issubclass(cls, (set, frozenset)):
+            return False
+        owner = next(k for k in cls.__mro__ if method in vars(k))
+        if owner not in (set, frozenset):
+            return False
+    return True
 
 
 def _dict_merge(tx: Context, name: str, receiver: Value, other: Value) -> Value | None:
