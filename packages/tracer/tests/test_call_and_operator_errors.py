@@ -82,7 +82,7 @@ def test_an_operator_both_operands_decline_raises_cpythons_type_error() -> None:
         return x + 1, _errors(
             [
                 lambda: a - 1,
-                lambda: 1 <= a,
+                lambda: 1 <= a,  # noqa: SIM300 (the number on the left)
                 lambda: a > None,
                 lambda: s - 1,
                 lambda: s ^ 1,

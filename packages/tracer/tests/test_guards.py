@@ -250,6 +250,31 @@ def test_default_dtype_is_guarded(backend, same):
     assert backend.count == 2
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        lambda: torch.get_autocast_dtype("cpu"),
+        lambda: torch.get_autocast_cpu_dtype(),
+    ],
+)
+def test_the_autocast_dtype_read_in_the_trace_is_guarded(backend, same, query):
+    def fn(x):
+        return x.to(query())
+
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    old = torch.get_autocast_dtype("cpu")
+    try:
+        for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+            torch.set_autocast_dtype("cpu", dtype)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # (the deprecated form's)
+                assert compiled(X).dtype == dtype
+                same(compiled(X), fn(X))
+    finally:
+        torch.set_autocast_dtype("cpu", old)
+    assert backend.count == 2
+
+
 def test_recompile_limit_falls_back_to_eager_with_one_warning(backend, same):
     def fn(x, n):
         return x * n

@@ -349,6 +349,13 @@ _STATE_READERS = {
 }
 
 
+#: torch's settings a trace may read, guarded only by the traces that read them
+_TORCH_SETTING_READERS: dict[str, Any] = {
+    "autocast_dtype_cpu": lambda: torch.get_autocast_dtype("cpu"),
+    "autocast_dtype_cuda": lambda: torch.get_autocast_dtype("cuda"),
+}
+
+
 #: the interpreter's settings a trace may read: guarded only by the traces that read them
 def _caller_handling() -> bool:
     """Whether an exception is being handled where the compiled function was called (read in
@@ -380,7 +387,11 @@ class GlobalStateSource(_Printable):
         return f"torch_state.{self.state}"
 
     def reader(self) -> Any:
-        return _STATE_READERS.get(self.state) or _SETTING_READERS[self.state]
+        return (
+            _STATE_READERS.get(self.state)
+            or _TORCH_SETTING_READERS.get(self.state)
+            or _SETTING_READERS[self.state]
+        )
 
     def resolve(self, f_locals, f_globals, function=None):  # type: ignore[no-untyped-def]
         return self.reader()()

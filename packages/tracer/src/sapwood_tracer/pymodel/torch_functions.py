@@ -12,7 +12,10 @@ from typing import Any
 
 import torch
 
+from sapwood_graph import GuardKind
+
 from ..errors import Unsupported
+from ..guards.sources import GlobalStateSource
 from ..marks import is_disallowed
 from ..values.base import ConstantValue, Context, Value
 from ..values.containers import TupleValue
@@ -63,8 +66,6 @@ _METADATA_FUNCTIONS: set[Any] = set(
         "torch.get_default_dtype",
         "torch.is_grad_enabled",
         "torch.is_inference_mode_enabled",
-        "torch.is_autocast_enabled",
-        "torch.get_autocast_dtype",
         "torch.is_storage",
         "torch._C._get_tracing_state",
         "torch._C._is_tracing",
@@ -103,6 +104,48 @@ _SPECIAL: dict[Any, Any] = {
     )
 }
 _SPECIAL.update({fn: _const(False) for fn in _HAS_TORCH_FUNCTION})
+
+
+def _autocast_dtype(device: str | None) -> Any:
+    """``torch.get_autocast_dtype(device)`` (or the deprecated per-device forms): the dtype
+    now, with a guard on it, since ``torch.set_autocast_dtype`` can change it between calls."""
+
+    def query(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        given = [*args, *kwargs.values()]
+        if device is None:
+            if len(given) != 1 or not given[0].is_constant():
+                raise Unsupported("torch.get_autocast_dtype with these arguments")
+            name = given[0].as_constant()
+        else:
+            if given:
+                raise Unsupported(f"get_autocast_{device}_dtype with arguments (TypeError)")
+            name = device
+        if name not in ("cpu", "cuda"):
+            raise Unsupported(f"torch.get_autocast_dtype({name!r})")
+        source = GlobalStateSource(f"autocast_dtype_{name}")
+        dtype = source.reader()()
+        tx.guard(GuardKind.CONSTANT_MATCH, source, dtype)
+        return ConstantValue(dtype)
+
+    return query
+
+
+def _autocast_enabled(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``torch.is_autocast_enabled()`` / ``(device)``: every trace guards the answer for the
+    CPU and CUDA (``torch_state.autocast_*``); other devices are not guarded, so refused."""
+    given = [*args, *kwargs.values()]
+    if len(given) > 1 or not all(v.is_constant() for v in given):
+        raise Unsupported("torch.is_autocast_enabled with these arguments")
+    device = given[0].as_constant() if given else "cuda"
+    if device not in ("cpu", "cuda"):
+        raise Unsupported(f"torch.is_autocast_enabled({device!r})")
+    return ConstantValue(torch.is_autocast_enabled(device))
+
+
+_SPECIAL[torch.is_autocast_enabled] = _autocast_enabled
+_SPECIAL[torch.get_autocast_dtype] = _autocast_dtype(None)
+_SPECIAL[torch.get_autocast_gpu_dtype] = _autocast_dtype("cuda")
+_SPECIAL[torch.get_autocast_cpu_dtype] = _autocast_dtype("cpu")
 
 _REFUSED = {
     torch.manual_seed: "torch.manual_seed changes global RNG state",
