@@ -275,6 +275,29 @@ def test_the_autocast_dtype_read_in_the_trace_is_guarded(backend, same, query):
     assert backend.count == 2
 
 
+def test_torch_settings_read_in_the_trace_are_guarded(backend, same):
+    def fn(x):
+        if torch.are_deterministic_algorithms_enabled():
+            return x + 1
+        if not torch._C._get_cudnn_enabled() or torch.jit.is_tracing():
+            return x + 2
+        return x - 1
+
+    compiled = sapwood_tracer.compile(fn, backend=backend, fullgraph=True)
+    cudnn = torch.backends.cudnn.enabled
+    try:
+        same(compiled(X), fn(X))
+        torch.use_deterministic_algorithms(True)
+        same(compiled(X), fn(X))
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.enabled = not cudnn
+        same(compiled(X), fn(X))
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.enabled = cudnn
+    assert backend.count == 3
+
+
 def test_recompile_limit_falls_back_to_eager_with_one_warning(backend, same):
     def fn(x, n):
         return x * n

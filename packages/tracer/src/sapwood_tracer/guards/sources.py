@@ -353,6 +353,11 @@ _STATE_READERS = {
 _TORCH_SETTING_READERS: dict[str, Any] = {
     "autocast_dtype_cpu": lambda: torch.get_autocast_dtype("cpu"),
     "autocast_dtype_cuda": lambda: torch.get_autocast_dtype("cuda"),
+    "cudnn_enabled": torch._C._get_cudnn_enabled,
+    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+    "functorch_transforms": torch._C._are_functorch_transforms_active,
+    "jit_tracing": torch._C._is_tracing,
+    "jit_tracing_state": torch._C._get_tracing_state,
 }
 
 

@@ -67,18 +67,12 @@ _METADATA_FUNCTIONS: set[Any] = set(
         "torch.is_grad_enabled",
         "torch.is_inference_mode_enabled",
         "torch.is_storage",
-        "torch._C._get_tracing_state",
-        "torch._C._is_tracing",
-        "torch.jit.is_tracing",
         "torch.jit.is_scripting",
-        "torch._C._are_functorch_transforms_active",
         "torch.cuda.device_count",
         "torch.backends.mps.is_available",
         "torch.cuda.is_available",
         "torch._C._is_torch_function_mode_enabled",
         "torch._C._len_torch_dispatch_stack",
-        "torch._C._get_cudnn_enabled",
-        "torch.are_deterministic_algorithms_enabled",
     )
 )
 
@@ -143,6 +137,35 @@ def _autocast_enabled(tx: Context, args: list[Value], kwargs: dict[str, Value]) 
 
 
 _SPECIAL[torch.is_autocast_enabled] = _autocast_enabled
+
+
+def _guarded_setting(state: str) -> Any:
+    """A query of a torch setting the user can change between calls (cuDNN on or off,
+    deterministic algorithms, a JIT trace or a functorch transform running): its answer now,
+    guarded (``torch_state.<state>``)."""
+
+    def query(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if args or kwargs:
+            raise Unsupported(f"the query of torch's {state} setting with arguments (TypeError)")
+        source = GlobalStateSource(state)
+        value = source.reader()()
+        if value is not None and type(value) is not bool:
+            raise Unsupported(f"torch's {state} setting while it is {type(value).__name__}")
+        tx.guard(GuardKind.CONSTANT_MATCH, source, value)
+        return ConstantValue(value)
+
+    return query
+
+
+for _fn, _state in {
+    torch._C._get_cudnn_enabled: "cudnn_enabled",
+    torch.are_deterministic_algorithms_enabled: "deterministic_algorithms",
+    torch._C._are_functorch_transforms_active: "functorch_transforms",
+    torch._C._is_tracing: "jit_tracing",
+    torch.jit.is_tracing: "jit_tracing",
+    torch._C._get_tracing_state: "jit_tracing_state",
+}.items():
+    _SPECIAL[_fn] = _guarded_setting(_state)
 _SPECIAL[torch.get_autocast_dtype] = _autocast_dtype(None)
 _SPECIAL[torch.get_autocast_gpu_dtype] = _autocast_dtype("cuda")
 _SPECIAL[torch.get_autocast_cpu_dtype] = _autocast_dtype("cpu")
