@@ -62,6 +62,25 @@ def test_rotate_reverse_clear_and_copy():
     _same(fn)
 
 
+def test_insert_clamps_its_index_and_refuses_a_full_bounded_deque():
+    def fn():
+        out = []
+        for i in (0, 2, -1, 10, -10):
+            d = deque([1, 2, 3])
+            d.insert(i, "z")
+            out.append(list(d))
+        d = deque([1], maxlen=1)
+        try:
+            d.insert(0, 2)
+        except IndexError as exc:
+            out.append(str(exc))
+        d = deque([1, 2], maxlen=3)
+        d.insert(1, 9)
+        return out, d
+
+    _same(fn)
+
+
 def test_popping_an_empty_deque_raises_index_error():
     def fn():
         out = []

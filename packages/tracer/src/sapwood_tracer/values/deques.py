@@ -46,6 +46,7 @@ _METHODS = {
     "reverse": 0,
     "rotate": None,
     "count": 1,
+    "insert": 2,
 }
 
 
@@ -140,7 +141,19 @@ class DequeValue(Value):
             self.items.reverse()  # in place: an iterator goes on over the reversed items
         elif name == "rotate":
             self._rotate(args)
+        elif name == "insert":
+            self._insert(args[0], args[1])
         return none
+
+    def _insert(self, where: Value, item: Value) -> None:
+        """``d.insert(i, x)``: where ``list.insert`` would put it (``i`` clamped), refused at
+        ``maxlen`` with Python's IndexError."""
+        if not _is_int(where):
+            raise Unsupported(f"deque.insert at {where.describe()}")
+        if self.maxlen is not None and len(self.items) >= self.maxlen:
+            raise python_error(IndexError, "deque already at its maximum size")
+        self.state += 1
+        self.items.insert(where.as_constant(), item)
 
     def _add(self, item: Value, *, left: bool) -> None:
         self.state += 1
