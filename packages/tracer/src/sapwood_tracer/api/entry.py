@@ -47,6 +47,7 @@ from .distributed import (
 )
 from .dynamic import plan_after_miss
 from .forwards import NO_RECEIVER, Forwards, caller_of
+from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
 from .tracebacks import to_user_frames
 
@@ -187,7 +188,11 @@ def _miss(
             result = entry.fn(L, closure, f_globals)
             if type(result) is not Miss:
                 return result
-            failed.append((entry.guarded_source(result.index), entry.describe_guard(result.index)))
+            reason = entry.describe_guard(result.index)
+            if 0 <= result.index < len(entry.guards):
+                seen = seen_at(entry.guards[result.index], code, L, closure, f_globals)
+                reason = reason if seen is None else f"{reason}; seen: {seen}"
+            failed.append((entry.guarded_source(result.index), reason))
         cache.note_failures(failed)
         if len(own) >= _cache.limit_for(code):
             cache.warn_limit(code)
