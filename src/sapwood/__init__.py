@@ -31,6 +31,7 @@ from sapwood_tracer import (
     mark_dynamic,
     mark_static,
     mark_static_address,
+    set_logs,
 )
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ __all__ = [
     "mark_step_begin",
     "register_backend",
     "reset",
+    "set_logs",
 ]
 
 

@@ -12,6 +12,7 @@ Public API:
 * :func:`mark_dynamic`, :func:`mark_static` — make a tensor's dim symbolic, or keep it
   static, whatever ``compile(dynamic=...)`` says; :func:`mark_static_address` — a tensor that
   keeps its storage (a static key/value cache), read and written in place by CUDA graphs.
+* :func:`set_logs` — switch the log topics (graph breaks, recompiles, guards, ...) from code.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
 * :class:`StanceNotSupported` — a ``torch.compiler.set_stance`` setting sapwood does not
@@ -27,6 +28,7 @@ Public API:
 from .api.cache import RecompileLimitWarning, reset
 from .api.distributed import CompiledDDP
 from .api.entry import CompiledModule, compile
+from .api.events import set_logs
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .api.stance import StanceNotSupported
 from .errors import EagerFallbackWarning, TracerError, Unsupported, UnsupportedPythonWarning
@@ -69,4 +71,5 @@ __all__ = [
     "mark_static",
     "mark_static_address",
     "reset",
+    "set_logs",
 ]

@@ -1,12 +1,15 @@
-"""What the tracer did, for ``explain()`` and for the logs switched on by ``SAPWOOD_LOGS``.
+"""What the tracer did, for ``explain()`` and for the logs.
 
-``SAPWOOD_LOGS`` is a comma-separated list of topics: ``graph_breaks``, ``recompiles``,
-``guards``, ``bytecode`` (the generated entry and resume code), ``graphs`` (the FX graph of
-each capture), or ``all``. Messages go to the ``sapwood`` logger (``sapwood.<topic>``), which
-gets a stderr handler when any topic is on.
+Topics: ``graph_breaks``, ``recompiles``, ``guards``, ``bytecode`` (the generated entry and
+resume code), ``graphs`` (the FX graph of each capture). They are on where any of these says
+so: ``SAPWOOD_LOGS`` (a comma-separated list, or ``all``, read at import), :func:`set_logs`
+from code, or torch's own logging switches for the same artifacts (``TORCH_LOGS=recompiles``,
+``torch._logging.set_logs(graph_breaks=True)``; torch's ``graph_code`` and ``graph`` are
+``graphs``). Messages go to the ``sapwood`` logger (``sapwood.<topic>``), which gets a stderr
+handler once a topic is on.
 
-Invariant: recording is cheap when nobody listens — one truth test per capture (captures
-are rare; nothing here runs on the per-call path).
+Invariant: recording is cheap when nobody listens: a few lookups per capture, recompile or
+skip (all rare); nothing here runs on the per-call path.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import inspect
 import io
 import logging
 import os
+import sys
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .cache import CacheEntry
 
-__all__ = ["TOPICS", "captured", "enabled_topics", "listen", "recompile", "skipped"]
+__all__ = ["TOPICS", "captured", "enabled_topics", "listen", "recompile", "set_logs", "skipped"]
 
 TOPICS = ("graph_breaks", "recompiles", "guards", "bytecode", "graphs")
 
@@ -45,16 +49,77 @@ def _parse(text: str) -> frozenset[str]:
     return frozenset(names & set(TOPICS))
 
 
+def _ensure_handler() -> None:
+    if not _logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+        _logger.addHandler(handler)
+    if _logger.level == logging.NOTSET or _logger.level > logging.INFO:
+        _logger.setLevel(logging.INFO)
+
+
 _topics = _parse(os.environ.get("SAPWOOD_LOGS", ""))
-if _topics and not _logger.handlers:
-    _handler = logging.StreamHandler()
-    _handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
-    _logger.addHandler(_handler)
-    _logger.setLevel(logging.INFO)
+if _topics:
+    _ensure_handler()
+
+#: torch's logging artifacts that name one of the topics
+_TORCH_ARTIFACTS = {
+    "graph_breaks": "graph_breaks",
+    "recompiles": "recompiles",
+    "guards": "guards",
+    "bytecode": "bytecode",
+    "graph_code": "graphs",
+    "graph": "graphs",
+}
+
+
+def set_logs(
+    *,
+    graph_breaks: bool = False,
+    recompiles: bool = False,
+    guards: bool = False,
+    bytecode: bool = False,
+    graphs: bool = False,
+    all: bool = False,  # (torch's set_logs spells it so)
+) -> None:
+    """Switch sapwood's log topics from code, as ``torch._logging.set_logs`` does torch's:
+    the topics passed ``True`` are on, every other one off (``set_logs()`` turns them all
+    off, ``SAPWOOD_LOGS``'s included; torch's own switches still apply)."""
+    global _topics
+    given = {
+        "graph_breaks": graph_breaks,
+        "recompiles": recompiles,
+        "guards": guards,
+        "bytecode": bytecode,
+        "graphs": graphs,
+    }
+    for name, flag in [*given.items(), ("all", all)]:
+        if type(flag) is not bool:
+            raise TypeError(f"set_logs({name}=...) takes True or False, not {flag!r}")
+    _topics = frozenset(TOPICS) if all else frozenset(n for n, on in given.items() if on)
+    if _topics:
+        _ensure_handler()
+
+
+def _torch_topics() -> frozenset[str]:
+    """The topics torch's logging switches turned on (``TORCH_LOGS``, its ``set_logs``)."""
+    internal = sys.modules.get("torch._logging._internal")
+    state = getattr(internal, "log_state", None)
+    if state is None:
+        return frozenset()
+    try:
+        found = frozenset(
+            ours for theirs, ours in _TORCH_ARTIFACTS.items() if state.is_artifact_enabled(theirs)
+        )
+    except Exception:  # (torch's internals changed: its switches are not read)
+        return frozenset()
+    if found:
+        _ensure_handler()
+    return found
 
 
 def enabled_topics() -> frozenset[str]:
-    return _topics
+    return _topics | _torch_topics()
 
 
 def listen(callback: Callable[[str, dict[str, Any]], None]) -> Callable[[], None]:
@@ -75,10 +140,11 @@ def _where(code: types.CodeType) -> str:
 def captured(code: types.CodeType, entry: CacheEntry) -> None:
     if _listeners:
         _emit("capture", {"code": code, "entry": entry})
-    if not _topics:
+    topics = enabled_topics()
+    if not topics:
         return
     exit = entry.exit
-    if exit is not None and "graph_breaks" in _topics:
+    if exit is not None and "graph_breaks" in topics:
         _logger.getChild("graph_breaks").info(
             "graph break in %s at %s: %s (%s)",
             code.co_qualname,
@@ -91,12 +157,12 @@ def captured(code: types.CodeType, entry: CacheEntry) -> None:
                 "rest": "the rest of the function runs eagerly",
             }[exit.kind],
         )
-    if "guards" in _topics:
+    if "guards" in topics:
         lines = "\n  ".join(g.render() for g in entry.guards)
         _logger.getChild("guards").info("guards of %s:\n  %s", _where(code), lines)
-    if "graphs" in _topics and entry.has_graph:
+    if "graphs" in topics and entry.has_graph:
         _logger.getChild("graphs").info("graph of %s:\n%s", _where(code), entry.graph_module.code)
-    if "bytecode" in _topics:
+    if "bytecode" in topics:
         source = getattr(entry.fn, "__sapwood_source__", "")
         text = f"entry of {_where(code)}:\n{source}"
         if exit is not None:
@@ -136,7 +202,7 @@ def _source_from(code: types.CodeType) -> str:
 def recompile(code: types.CodeType, failed_guard: str) -> None:
     if _listeners:
         _emit("recompile", {"code": code, "guard": failed_guard})
-    if "recompiles" in _topics:
+    if "recompiles" in enabled_topics():
         _logger.getChild("recompiles").info(
             "recompiling %s: guard failed: %s", _where(code), failed_guard
         )
@@ -146,5 +212,5 @@ def skipped(code: types.CodeType, reason: str) -> None:
     """``code`` runs eagerly as a whole, for ``reason``."""
     if _listeners:
         _emit("skip", {"code": code, "reason": reason})
-    if "graph_breaks" in _topics:
+    if "graph_breaks" in enabled_topics():
         _logger.getChild("graph_breaks").info("%s runs eagerly: %s", _where(code), reason)
