@@ -932,3 +932,20 @@ def test_graph_break_logging_of_a_loop_whose_next_item_is_taken_eagerly(caplog, 
         got = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)(X)
     assert_same(got, fn(X))
     assert "the loop's next item taken eagerly" in caplog.text
+
+
+def test_explain_of_a_compiled_callable_explains_what_it_compiles():
+    def fn(x):
+        return x.sin()
+
+    compiled = sapwood_tracer.compile(fn, backend=lambda gm, ex: gm.forward)
+    report = sapwood_tracer.explain(compiled)(X)
+    assert (report.graph_count, report.break_count) == (1, 0), str(report)
+    assert [name for name, _ in report.guards] == [
+        "test_explain_of_a_compiled_callable_explains_what_it_compiles.<locals>.fn"
+    ]
+    module = torch.nn.Linear(3, 2)
+    report = sapwood_tracer.explain(
+        sapwood_tracer.compile(module, backend=lambda gm, ex: gm.forward)
+    )(X)
+    assert (report.graph_count, report.break_count) == (1, 0), str(report)

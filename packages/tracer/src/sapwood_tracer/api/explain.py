@@ -24,6 +24,7 @@ from sapwood_graph.buckets import BucketPlan
 from . import events as _events
 from .cache import reset
 from .distributed import is_ddp
+from .entry import CompiledModule
 from .entry import compile as _compile
 
 __all__ = ["BreakReport", "ExplainOutput", "GraphReport", "explain"]
@@ -110,6 +111,20 @@ def _op_count(gm: torch.fx.GraphModule) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
 
+def _uncompiled(fn: Any) -> Any:
+    """What ``fn`` compiles, where ``fn`` is already sapwood's compiled callable (a module's
+    original module, a function's original function): explained as itself, not as sapwood's
+    wrapper around it."""
+    while True:
+        if isinstance(fn, CompiledModule):
+            fn = fn._orig_mod
+            continue
+        original = getattr(fn, "__dict__", {}).get("__sapwood_original__")
+        if original is None:
+            return fn
+        fn = original
+
+
 def explain(
     fn: Any, *, backend: Any = None, ddp_split: bool = True
 ) -> Callable[..., ExplainOutput]:
@@ -117,6 +132,8 @@ def explain(
     once on the arguments and returns an :class:`ExplainOutput` (also printable). For a
     ``DistributedDataParallel`` module, each graph's cut at DDP's gradient buckets is in
     :attr:`GraphReport.buckets` (``ddp_split=False``: not cut)."""
+
+    target = fn
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         report = ExplainOutput()
@@ -139,6 +156,7 @@ def explain(
                 report.eager_functions.append((name, data["reason"]))
 
         reset()
+        fn = _uncompiled(target)
         if is_ddp(fn):
             report.eager_functions.append(
                 (
