@@ -312,6 +312,7 @@ def test_recompile_limit_falls_back_to_eager_with_one_warning(backend, same):
     limit = [w for w in caught if issubclass(w.category, RecompileLimitWarning)]
     assert len(limit) == 1
     assert "L['n'] == " in str(limit[0].message)
+    assert limit[0].filename == __file__  # the user's line, not sapwood's
 
 
 @pytest.mark.parametrize("name", ["recompile_limit", "cache_size_limit"])

@@ -42,6 +42,7 @@ from ..guards.sources import WeakHandle
 from ..interpreter.budget import forget_overruns
 from ..interpreter.instructions import decode
 from ..pymodel.random_generators import forget_specialised_states
+from .tracebacks import user_stacklevel
 
 __all__ = [
     "BREAK_COST_LIMIT",
@@ -195,7 +196,7 @@ class CodeCache:
             f"recompiled {limit_for(code)} times; calls matching no cache entry now run "
             f"eagerly. The guard that kept failing: {guard}",
             RecompileLimitWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -49,7 +49,7 @@ from .dynamic import plan_after_miss
 from .forwards import NO_RECEIVER, Forwards, caller_of
 from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
-from .tracebacks import to_user_frames
+from .tracebacks import to_user_frames, user_stacklevel
 
 __all__ = ["CompiledModule", "compile"]
 
@@ -276,7 +276,7 @@ def _fall_back(
             f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) runs "
             f"eagerly: {cache.eager_reason}",
             EagerFallbackWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
     return eager(L)
 
@@ -507,18 +507,7 @@ def _warn_once_if_python_is_unsupported() -> None:
     if reason is None or _python_warned:
         return
     _python_warned = True
-    warnings.warn(f"sapwood: {reason}.", UnsupportedPythonWarning, stacklevel=_user_stacklevel())
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the innermost caller outside sapwood's packages (the user's
-    ``compile`` call, however many sapwood layers it went through)."""
-    frame = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("sapwood"):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
+    warnings.warn(f"sapwood: {reason}.", UnsupportedPythonWarning, stacklevel=user_stacklevel())
 
 
 def compile(

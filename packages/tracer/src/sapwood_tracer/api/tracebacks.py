@@ -28,11 +28,12 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import sys
 import types
 
 from ..errors import Unsupported
 
-__all__ = ["to_user_frames"]
+__all__ = ["to_user_frames", "user_stacklevel"]
 
 
 def to_user_frames(exc: BaseException) -> None:
@@ -69,6 +70,17 @@ def _without_sapwood_frames(tb: types.TracebackType | None) -> types.TracebackTy
     for entry in reversed(kept):
         rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return rebuilt
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a warning raised by the caller of this function that names the
+    innermost frame of the user's (past sapwood's layers and generated code)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and _is_sapwood(frame):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def _is_sapwood(frame: types.FrameType) -> bool:
