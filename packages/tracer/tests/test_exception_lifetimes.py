@@ -157,7 +157,7 @@ def test_a_traceback_shows_the_users_frames_as_eagerly(fn, capsys):
     assert not any("sapwood" in name for name, _, _ in _frames(compiled))
 
 
-def test_sapwoods_own_errors_keep_their_frames():
+def test_sapwoods_own_errors_keep_the_users_frames_or_all_when_verbose(monkeypatch):
     def fn(x):
         return x + 1, print("a graph break")
 
@@ -165,4 +165,9 @@ def test_sapwoods_own_errors_keep_their_frames():
         lambda: sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(1))
     )
     assert isinstance(error, sapwood_tracer.Unsupported)
+    assert not any("sapwood_tracer" in name for name, _, _ in _frames(error))
+    monkeypatch.setenv("SAPWOOD_VERBOSE_TRACEBACKS", "1")
+    error = _raised(
+        lambda: sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(torch.ones(2))
+    )
     assert any("sapwood_tracer" in name for name, _, _ in _frames(error))

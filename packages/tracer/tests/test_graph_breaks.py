@@ -949,3 +949,23 @@ def test_explain_of_a_compiled_callable_explains_what_it_compiles():
         sapwood_tracer.compile(module, backend=lambda gm, ex: gm.forward)
     )(X)
     assert (report.graph_count, report.break_count) == (1, 0), str(report)
+
+
+def test_a_fullgraph_error_shows_the_users_frames_only(monkeypatch):
+    import traceback
+
+    def fn(x):
+        return x.item()
+
+    compiled = sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)
+    with pytest.raises(Unsupported) as info:
+        compiled(X)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert all("sapwood" not in f.filename for f in frames), frames
+    assert "SAPWOOD_VERBOSE_TRACEBACKS=1" in "".join(info.value.__notes__)
+    monkeypatch.setenv("SAPWOOD_VERBOSE_TRACEBACKS", "1")
+    with pytest.raises(Unsupported) as info:
+        sapwood_tracer.compile(fn, fullgraph=True, backend=lambda gm, ex: gm.forward)(X + 1)
+    assert any(
+        "sapwood_tracer" in f.filename for f in traceback.extract_tb(info.value.__traceback__)
+    )

@@ -20,14 +20,18 @@ Invariants:
   in the user's module under the user's function's name and lines: they are the user's.
 * A frame still running (the wrapper the exception is leaving) is left out of the traceback
   but not cleared.
-* What sapwood raised itself keeps every frame: its own errors
-  (:class:`~sapwood_tracer.errors.Unsupported` with ``fullgraph=True``) and any exception
-  whose innermost frame is sapwood's (a bug, to be reported with its frames).
+* An error sapwood raises for the user (:class:`~sapwood_tracer.errors.Unsupported` with
+  ``fullgraph=True``) keeps only the user's frames: its message names the user's line and
+  its note the traced call stack, and sapwood's interpreter frames say nothing more to the
+  user. ``SAPWOOD_VERBOSE_TRACEBACKS=1`` keeps them all (to report a bug).
+* Any other exception whose innermost frame is sapwood's (a bug, to be reported with its
+  frames) keeps every frame.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import types
 
@@ -43,11 +47,40 @@ def to_user_frames(exc: BaseException) -> None:
     todo: list[BaseException | None] = [exc]
     while todo:
         current = todo.pop()
-        if current is None or id(current) in seen or isinstance(current, Unsupported):
+        if current is None or id(current) in seen:
             continue
         seen.add(id(current))
+        if isinstance(current, Unsupported):
+            if not _verbose():
+                current.__traceback__ = _user_frames_only(current.__traceback__)
+                _note_hidden(current)
+            continue
         current.__traceback__ = _without_sapwood_frames(current.__traceback__)
         todo += [current.__cause__, current.__context__]
+
+
+_HIDDEN_NOTE = "(sapwood's own frames are left out; SAPWOOD_VERBOSE_TRACEBACKS=1 keeps them)"
+
+
+def _verbose() -> bool:
+    return os.environ.get("SAPWOOD_VERBOSE_TRACEBACKS", "") not in ("", "0")
+
+
+def _note_hidden(exc: BaseException) -> None:
+    if _HIDDEN_NOTE not in getattr(exc, "__notes__", ()):
+        exc.add_note(_HIDDEN_NOTE)
+
+
+def _user_frames_only(tb: types.TracebackType | None) -> types.TracebackType | None:
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not _is_sapwood(tb.tb_frame):
+            kept.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
 
 
 def _without_sapwood_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
