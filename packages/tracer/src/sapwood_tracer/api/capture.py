@@ -54,6 +54,7 @@ from ..values.base import Value
 from ..values.contexts import settle_loose_grad_mode
 from ..values.modules import ModuleValue
 from .cache import CacheEntry
+from .compile_ids import compile_context
 
 __all__ = ["capture"]
 
@@ -91,6 +92,20 @@ def capture(
         exc = Unsupported(overrun, hint="The function runs eagerly as a whole.")
         exc.frame_bound = True
         raise exc
+    with compile_context(code):
+        return _capture(code, f_globals, closure, args, backend, fullgraph, runtime, shape_plan)
+
+
+def _capture(
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    closure: tuple[types.CellType, ...],
+    args: tuple[Any, ...],
+    backend: Any,
+    fullgraph: bool,
+    runtime: BreakRuntime | None,
+    shape_plan: ShapePlan | None,
+) -> CacheEntry:
     plan: tuple[int, int] | None = None
     reason: Unsupported | None = None
     caller_exception = sys.exc_info()[1]  # (read outside any handler of sapwood's)
