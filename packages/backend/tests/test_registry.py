@@ -136,3 +136,23 @@ def test_a_broken_plugin_is_reported_by_name_and_spares_the_others(
         sapwood_backend.lookup_backend("broken")
     assert sapwood_backend.lookup_backend("fine") is _identity_backend
     assert sapwood_backend.lookup_backend("eager") is not None
+
+
+def test_torch_compiles_backend_names_are_accepted(clean_registry: None) -> None:
+    import torch
+
+    import sapwood_tracer
+    from sapwood_backend import lookup_backend
+
+    backend = lookup_backend("aot_eager_decomp_partition")
+    from torch._dynamo.backends.registry import lookup_backend as torch_lookup
+
+    assert backend is torch_lookup("aot_eager_decomp_partition")
+
+    def fn(x):
+        return (x.sin() * 2).sum()
+
+    x = torch.ones(3, requires_grad=True)
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    compiled(x).backward()
+    torch.testing.assert_close(x.grad, 2 * torch.ones(3).cos())

@@ -167,6 +167,24 @@ def test_torch_disable_marks_are_honoured(recursive):
     assert calls == [1]  # ran eagerly, once
 
 
+def test_disable_takes_torchs_forms():
+    @sapwood_tracer.disable()
+    def called(t):
+        return t + 1
+
+    @sapwood_tracer.disable(recursive=False, reason="its own kernel")
+    def explained(t):
+        return t + 2
+
+    def fn(x):
+        return called(x) * explained(x)
+
+    report = check_breaks(fn, _inputs(), ops=[1], breaks=2)
+    assert "sapwood.disable: its own kernel" in str(report)
+    with pytest.raises(TypeError, match="takes a bool"):
+        sapwood_tracer.disable(fn, recursive="no")
+
+
 def test_graph_break_splits_where_asked():
     def fn(x):
         y = x.sin()

@@ -140,6 +140,9 @@ def lookup_backend(backend: str | Callable[..., Any]) -> Callable[..., Any]:
         return _registered[backend]
     entry = _discover().get(backend)
     if entry is None:
+        theirs = _torch_backend(backend)
+        if theirs is not None:
+            return theirs
         raise UnknownBackendError(backend, list_backends())
     try:
         loaded = entry.load()
@@ -152,6 +155,21 @@ def lookup_backend(backend: str | Callable[..., Any]) -> Callable[..., Any]:
         raise BackendError(f"entry point {entry.value!r} for backend {backend!r} is not callable")
     _registered[backend] = loaded
     return loaded
+
+
+def _torch_backend(name: str) -> Callable[..., Any] | None:
+    """torch.compile's backend of that name (``aot_eager_decomp_partition``, ``tvm``, ...)
+    where sapwood has none: the same callable torch.compile would call, on sapwood's graphs.
+    torch's registry (torch._dynamo) is loaded only for a name sapwood does not know."""
+    import torch._dynamo
+
+    if name not in torch._dynamo.list_backends(exclude_tags=()):
+        return None
+    from torch._dynamo.backends.registry import lookup_backend as torch_lookup
+
+    found: Callable[..., Any] = torch_lookup(name)
+    _registered[name] = found
+    return found
 
 
 def list_backends() -> list[str]:

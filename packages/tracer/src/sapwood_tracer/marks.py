@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import torch
 
@@ -47,21 +47,37 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _DISABLED = "__sapwood_disabled__"
+_DISABLED_REASON = "__sapwood_disabled_reason__"
 #: what ``torch.compiler.disable`` / ``torch._dynamo.disable`` set on their wrapper
 _TORCH_DISABLED = "_torchdynamo_disable"
 _allowed: set[Any] = set()
 _disallowed: set[Any] = set()
 
 
-def disable(fn: F) -> F:
+@overload
+def disable(fn: F, recursive: bool = True, *, reason: str | None = None) -> F: ...
+@overload
+def disable(
+    fn: None = None, recursive: bool = True, *, reason: str | None = None
+) -> Callable[[F], F]: ...
+def disable(fn: Any = None, recursive: bool = True, *, reason: str | None = None) -> Any:
     """Never trace ``fn``: compiled code calling it breaks the graph and calls it eagerly.
 
-    Usable as a decorator. Returns a wrapper with ``fn``'s name and docstring; the original is
-    in ``__wrapped__``.
+    torch.compiler.disable's signature: usable as ``@disable``, ``@disable()`` or
+    ``@disable(reason="...")``; ``reason`` is quoted where the graph breaks. ``recursive=False``
+    is accepted and means the same here: sapwood has no frame hook, so what ``fn`` calls is
+    not compiled either way. Returns a wrapper with ``fn``'s name and docstring; the original
+    is in ``__wrapped__``.
     """
+    if type(recursive) is not bool:
+        raise TypeError(f"sapwood.disable(recursive=...) takes a bool, not {recursive!r}")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"sapwood.disable(reason=...) takes a str, not {type(reason).__name__}")
+    if fn is None:
+        return lambda target: disable(target, recursive, reason=reason)
     if not callable(fn):
         raise TypeError(f"sapwood.disable expects a callable, got {type(fn).__name__}")
-    if is_disabled(fn):
+    if is_disabled(fn) and reason is None:
         return fn
 
     @functools.wraps(fn)
@@ -69,7 +85,9 @@ def disable(fn: F) -> F:
         return fn(*args, **kwargs)
 
     setattr(disabled, _DISABLED, True)
-    return disabled  # type: ignore[return-value]
+    if reason:
+        setattr(disabled, _DISABLED_REASON, reason)
+    return disabled
 
 
 def is_disabled(fn: Any) -> bool:
@@ -79,9 +97,12 @@ def is_disabled(fn: Any) -> bool:
 
 
 def disabled_reason(fn: Any) -> str | None:
-    """Where torch's disable mark excluded ``fn`` (with the reason the user gave), in words
-    for a graph break; None for sapwood's own marks."""
-    if getattr(fn, _TORCH_DISABLED, False) is not True or getattr(fn, _DISABLED, False) is True:
+    """Which mark excluded ``fn`` from compiling, with the reason the user gave, in words for
+    a graph break; None for sapwood's own mark given no reason."""
+    if getattr(fn, _DISABLED, False) is True:
+        given = getattr(fn, _DISABLED_REASON, None)
+        return f"sapwood.disable: {given}" if isinstance(given, str) else None
+    if getattr(fn, _TORCH_DISABLED, False) is not True:
         return None
     reason = getattr(fn, "_torchdynamo_disable_msg", None)
     said = f": {reason}" if isinstance(reason, str) and reason else ""
