@@ -39,6 +39,15 @@ def test_the_tracer_docs_quote_the_codes_limits(phrase: str, value: int) -> None
     )
 
 
+def test_the_torch_compile_page_quotes_the_codes_limits() -> None:
+    page = (ROOT / "docs" / "from-torch-compile.md").read_text()
+    expected = (
+        f"sapwood's default is {cache.RECOMPILE_LIMIT} "
+        f"({cache.RESUME_RECOMPILE_LIMIT} for a resume function)"
+    )
+    assert expected in page
+
+
 def test_the_readmes_first_example_runs_without_a_gpu(monkeypatch) -> None:
     text = (ROOT / "README.md").read_text()
     example = re.search(r"```python\n(.*?)```", text, re.S)

@@ -987,3 +987,42 @@ def test_a_fullgraph_error_shows_the_users_frames_only(monkeypatch):
     assert any(
         "sapwood_tracer" in f.filename for f in traceback.extract_tb(info.value.__traceback__)
     )
+
+
+def test_capture_scalar_outputs_is_refused_in_words():
+    import torch._dynamo.config as dynamo_config
+
+    def fn(x):
+        return x * x.sum().item()
+
+    old = dynamo_config.capture_scalar_outputs
+    dynamo_config.capture_scalar_outputs = True
+    try:
+        report = sapwood_tracer.explain(fn)(X)
+    finally:
+        dynamo_config.capture_scalar_outputs = old
+    assert "capture_scalar_outputs is set, but sapwood does not capture" in str(report)
+
+
+def test_torchs_graph_break_and_in_graph_marks_are_honoured():
+    import torch._dynamo
+
+    def doubled(t):
+        return t.sin() * 2
+
+    def fn(x):
+        y = x + 1
+        torch._dynamo.graph_break()
+        return torch.cosh(y) + doubled(y)
+
+    torch._dynamo.disallow_in_graph(torch.cosh)
+    torch.compiler.allow_in_graph(doubled)
+    try:
+        report = check_breaks(fn, _inputs(), ops=[1, 2], breaks=2)
+    finally:
+        from torch._dynamo import trace_rules
+
+        trace_rules._disallowed_callable_ids.remove(id(torch.cosh))
+        trace_rules._allowed_callable_ids.remove(id(doubled))
+    assert "torch._dynamo.graph_break()" in str(report)
+    assert "cosh" in str(report)

@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, overload
 
@@ -37,6 +38,7 @@ __all__ = [
     "is_allowed",
     "is_disabled",
     "is_disallowed",
+    "is_torch_graph_break",
     "mark_dynamic",
     "mark_static",
     "mark_static_address",
@@ -140,16 +142,43 @@ def disallow_in_graph(fn: F) -> F:
 
 
 def is_allowed(fn: Any) -> bool:
+    """Marked by :func:`allow_in_graph`, or by torch's (``torch.compiler.allow_in_graph``),
+    and not disallowed since."""
     try:
-        return fn in _allowed
+        if fn in _allowed:
+            return True
     except TypeError:  # unhashable
         return False
+    return fn not in _disallowed and _in_torch_rules(fn, "_allowed_callable_ids")
 
 
 def is_disallowed(fn: Any) -> bool:
+    """Marked by :func:`disallow_in_graph`, or by torch's (``torch._dynamo.disallow_in_graph``,
+    and torch's own ``torch._dynamo.graph_break``), and not allowed since."""
     try:
-        return fn in _disallowed
+        if fn in _disallowed:
+            return True
     except TypeError:
+        return False
+    return fn not in _allowed and _in_torch_rules(fn, "_disallowed_callable_ids")
+
+
+def is_torch_graph_break(fn: Any) -> bool:
+    """``torch._dynamo.graph_break``: a graph break where it is called, as sapwood's own."""
+    decorators = sys.modules.get("torch._dynamo.decorators")
+    return decorators is not None and fn is getattr(decorators, "graph_break", None)
+
+
+def _in_torch_rules(fn: Any, table: str) -> bool:
+    """Whether torch's trace rules list ``fn`` in ``table`` (ids kept by torch._dynamo; read
+    only where the program loaded it, never imported for this)."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(rules, table, None)
+    if ids is None:
+        return False
+    try:
+        return id(fn) in ids
+    except Exception:  # (torch's internals changed: its marks are not read)
         return False
 
 

@@ -27,7 +27,14 @@ from sapwood_graph import AttrSource, Guard, GuardKind, GuardSet, LocalSource, S
 from ..context import FrameState
 from ..errors import TracedException, Unsupported
 from ..guards.sources import GlobalStateSource, LenSource
-from ..marks import disabled_reason, graph_break, is_allowed, is_disabled, is_disallowed
+from ..marks import (
+    disabled_reason,
+    graph_break,
+    is_allowed,
+    is_disabled,
+    is_disallowed,
+    is_torch_graph_break,
+)
 from ..pymodel import builtins as builtins_model
 from ..pymodel import operators, torch_functions
 from ..pymodel.construct import construct, inspects_frames, reads_caller_frames
@@ -200,6 +207,8 @@ class TraceSession:
         if real is not None:
             if real is graph_break:
                 raise Unsupported("sapwood.graph_break()")
+            if is_torch_graph_break(real):
+                raise Unsupported("torch._dynamo.graph_break()")
             if is_disabled(real) or is_disallowed(real):
                 said = disabled_reason(real)
                 why = (

@@ -263,7 +263,9 @@ def legacy_constructor(
 def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
     if is_disallowed(fn):
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
-        raise Unsupported(f"a call to {name}, which sapwood.disallow_in_graph keeps out of graphs")
+        raise Unsupported(
+            f"a call to {name}, which disallow_in_graph (sapwood's or torch's) keeps out of graphs"
+        )
     if fn is torch.Tensor.new and args and isinstance(args[0], TensorValue):
         return legacy_constructor(tx, args[0], None, args[1:], kwargs)
     if _is_legacy_class(fn):

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import math
 import operator
+import sys
 from typing import Any
 
 import torch
@@ -245,7 +246,7 @@ class TensorMethodValue(Value):
             return special(tx, self.tensor, args, kwargs)  # type: ignore[no-any-return]
         if name in _DATA_DEPENDENT or name in _REFUSED_ATTRS:
             raise Unsupported(
-                f"Tensor.{name}()",
+                f"Tensor.{name}(){_scalar_outputs_note(name)}",
                 hint=_REFUSED_ATTRS.get(name, "Its result depends on tensor data."),
             )
         if name == "requires_grad_":
@@ -298,6 +299,17 @@ def _instance_attribute(tx: Context, tensor: TensorValue, name: str) -> Value | 
     else:
         tx.guard_false(ContainsSource(AttrSource(source, "__dict__"), name))
     return None
+
+
+def _scalar_outputs_note(name: str) -> str:
+    """Where the user asked torch for captured scalar outputs, that sapwood does not do it."""
+    config = sys.modules.get("torch._dynamo.config")
+    if name in ("item", "tolist") and getattr(config, "capture_scalar_outputs", False):
+        return (
+            " (torch._dynamo.config.capture_scalar_outputs is set, but sapwood does not "
+            "capture scalar outputs)"
+        )
+    return ""
 
 
 _NOT_A_LEAF = "you can only change requires_grad flags of leaf variables."
