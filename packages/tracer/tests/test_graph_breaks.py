@@ -1026,3 +1026,23 @@ def test_torchs_graph_break_and_in_graph_marks_are_honoured():
         trace_rules._allowed_callable_ids.remove(id(doubled))
     assert "torch._dynamo.graph_break()" in str(report)
     assert "cosh" in str(report)
+
+
+def test_explain_reports_compile_time_per_stage():
+    import time
+
+    def slow_backend(gm, example_inputs):
+        time.sleep(0.05)
+        return gm.forward
+
+    def fn(x):
+        y = x + 1
+        print("", end="")
+        return y * 2
+
+    report = sapwood_tracer.explain(fn, backend=slow_backend)(X)
+    assert len(report.compile_times) == 2
+    for _, times in report.compile_times:
+        assert times["backend"] >= 0.05
+        assert times["total"] >= times["trace"] + times["backend"] + times["entry"]
+    assert "Compile time:" in str(report) and "backend" in str(report)

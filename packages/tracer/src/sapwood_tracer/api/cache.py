@@ -115,6 +115,10 @@ class CacheEntry:
     #: the compile the entry belongs to (its backend and ``fullgraph``, see
     #: :func:`compile_key`): it serves only calls through a compile with the same key
     key: Any = None
+    #: seconds the capture took: ``trace`` (the symbolic run that made this entry),
+    #: ``backend`` (compiling its graph), ``entry`` (guards and generated code) and ``total``
+    #: (the whole capture, a trace stopped at a graph break included)
+    times: dict[str, float] = field(default_factory=dict)
     _watchers: list[weakref.ref[Any]] = field(default_factory=list, repr=False)
 
     def describe_guard(self, index: int) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import time
 import types
 from typing import Any
 
@@ -92,8 +93,11 @@ def capture(
         exc = Unsupported(overrun, hint="The function runs eagerly as a whole.")
         exc.frame_bound = True
         raise exc
+    started = time.perf_counter()
     with compile_context(code):
-        return _capture(code, f_globals, closure, args, backend, fullgraph, runtime, shape_plan)
+        entry = _capture(code, f_globals, closure, args, backend, fullgraph, runtime, shape_plan)
+    entry.times["total"] = time.perf_counter() - started
+    return entry
 
 
 def _capture(
@@ -167,6 +171,7 @@ def _trace_and_build(
     reason: Unsupported | None,
     runtime: BreakRuntime | None,
 ) -> CacheEntry:
+    started = time.perf_counter()
     state = [(name, GlobalStateSource(name)) for name in global_state_names()]
     for _, source in state:
         tx.guard(GuardKind.CONSTANT_MATCH, source, source.resolve({}, {}))
@@ -225,7 +230,9 @@ def _trace_and_build(
             collector.collect(value)
         # Around graph breaks a piece may hold no operation at all: no backend call then.
         pieces = exit is not None or resume_info(code) is not None
+        traced = time.perf_counter()
         compiled = graph.compile(collector.proxies, _skipping_empty(backend) if pieces else backend)
+        backend_done = time.perf_counter()
         collector.frozen = True
     finally:
         torch._C._set_grad_enabled(grad_before)
@@ -285,6 +292,11 @@ def _trace_and_build(
         exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
     entry.weak_targets = _weak_targets(em, ordered, held)
+    entry.times = {
+        "trace": traced - started,
+        "backend": backend_done - traced,
+        "entry": time.perf_counter() - backend_done,
+    }
     return entry
 
 

@@ -70,6 +70,9 @@ class ExplainOutput:
     recompiles: list[tuple[str, str]] = field(default_factory=list)
     #: (function, why) for code that runs eagerly as a whole
     eager_functions: list[tuple[str, str]] = field(default_factory=list)
+    #: (function, seconds per stage) per cache entry made: ``trace``, ``backend``, ``entry``
+    #: and ``total`` (the capture as a whole, a trace stopped at a break included)
+    compile_times: list[tuple[str, dict[str, float]]] = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -104,7 +107,16 @@ class ExplainOutput:
         if self.eager_functions:
             lines.append("Run eagerly as a whole:")
             lines += [f"  {fn}: {why}" for fn, why in self.eager_functions]
+        if self.compile_times:
+            total = {k: sum(t.get(k, 0.0) for _, t in self.compile_times) for k in _STAGES}
+            lines.append(
+                f"Compile time: {total['total']:.3f} s (trace {total['trace']:.3f} s, backend "
+                f"{total['backend']:.3f} s, guards and entry code {total['entry']:.3f} s)"
+            )
         return "\n".join(lines)
+
+
+_STAGES = ("total", "trace", "backend", "entry")
 
 
 def _op_count(gm: torch.fx.GraphModule) -> int:
@@ -150,6 +162,7 @@ def explain(
                     e = entry.exit
                     report.breaks.append(BreakReport(name, e.reason, e.location, e.kind))
                 report.guards.append((name, [g.render() for g in entry.guards]))
+                report.compile_times.append((name, dict(entry.times)))
             elif kind == "recompile":
                 report.recompiles.append((name, data["guard"]))
             elif kind == "skip":
