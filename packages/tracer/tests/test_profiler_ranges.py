@@ -47,9 +47,10 @@ def sapwood_graph_break() -> None:
 
 def test_a_range_is_one_graph_with_a_warning() -> None:
     x = torch.randn(3)
-    with pytest.warns(UserWarning, match="sapwood-test-range"):
+    with pytest.warns(UserWarning, match="sapwood-test-range") as caught:
         report = sapwood.explain(_range_only)(x)
     assert report.graph_count == 1 and not report.breaks and not report.eager_functions
+    assert all(w.filename == __file__ for w in caught)  # the user's line, not sapwood's
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # once per name
         torch.testing.assert_close(

@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -66,6 +67,22 @@ from ._liveness import (
 )
 from ._regimes import CaptureRegimes, capture_key, drifted_outputs, output_devices
 from ._tree import Tree, TreeNode
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of a warning raised by this function's caller that names the
+    innermost frame outside sapwood's packages and generated code (the user's call of the
+    compiled model), however many layers of a front end called the tree."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and (
+        frame.f_code.co_filename.startswith("<sapwood ")
+        or str(frame.f_globals.get("__name__", "")).partition(".")[0].startswith("sapwood")
+    ):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
 
 MODES = ("inference", "forward", "backward")
 
@@ -281,7 +298,7 @@ class DeviceRuntime:
             warnings.warn(  # once: the function runs eagerly from now on
                 f"'{fn.name}' could not be recorded into a CUDA graph and runs eagerly from "
                 f"now on ({fn.eager_reason}); the tree's other functions still replay",
-                stacklevel=3,
+                stacklevel=_caller_stacklevel(),
             )
             return fn.run_eagerly(inputs, fn.eager_reason)
         captured = list(captured)
@@ -482,7 +499,7 @@ class TreeFunction:
                 warnings.warn(
                     f"'{self.name}' mutates input {i}, which is not a static input; it runs "
                     "eagerly. Mark it static (a parameter or buffer) to graph it.",
-                    stacklevel=3,
+                    stacklevel=_caller_stacklevel(),
                 )
             return f"input {i} is mutated and is not a static input"
         return None

@@ -1,10 +1,14 @@
-"""Errors a user of the tracer can meet.
+"""Errors a user of the tracer can meet, and where its warnings point.
 
 Every error names the construct the interpreter met and, when known, the user's source
-location (``file:line``), so the message points at the line to change.
+location (``file:line``), so the message points at the line to change; every warning is
+attributed to the innermost frame of the user's (:func:`user_stacklevel`).
 """
 
 from __future__ import annotations
+
+import sys
+import types
 
 __all__ = [
     "EagerFallbackWarning",
@@ -14,6 +18,8 @@ __all__ = [
     "UnsupportedPythonWarning",
     "forget_frames",
     "forget_handled",
+    "is_sapwood_frame",
+    "user_stacklevel",
     "weakly_referenced",
 ]
 
@@ -159,3 +165,28 @@ class EagerFallbackWarning(UserWarning):
     """sapwood's own code failed on a function (a sapwood bug), so the function runs eagerly:
     the result is the one Python gives; ``explain()`` and ``SAPWOOD_LOGS=graph_breaks`` say
     why. Warned once per code object."""
+
+
+def is_sapwood_frame(frame: types.FrameType) -> bool:
+    """Whether ``frame`` runs sapwood's code: generated (a file name ``<sapwood ...>``) or of
+    one of sapwood's packages (its globals' ``__name__``)."""
+    if frame.f_code.co_filename.startswith("<sapwood "):
+        return True
+    module = frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.partition(".")[0] in _SAPWOOD_PACKAGES
+
+
+_SAPWOOD_PACKAGES = frozenset(
+    {"sapwood", "sapwood_tracer", "sapwood_graph", "sapwood_backend", "sapwood_cudagraph_trees"}
+)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a warning raised by the caller of this function that names the
+    innermost frame of the user's (past sapwood's layers and generated code)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and is_sapwood_frame(frame):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

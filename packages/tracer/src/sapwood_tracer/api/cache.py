@@ -38,11 +38,11 @@ from sapwood_graph import Guard
 
 from ..breaks.exits import BreakExit
 from ..breaks.resume import resume_info
+from ..errors import user_stacklevel
 from ..guards.sources import WeakHandle
 from ..interpreter.budget import forget_overruns
 from ..interpreter.instructions import decode
 from ..pymodel.random_generators import forget_specialised_states
-from .tracebacks import user_stacklevel
 
 __all__ = [
     "BREAK_COST_LIMIT",

@@ -27,7 +27,13 @@ from sapwood_graph import BackendCompilerFailed, LocalSource
 
 from ..breaks.exits import BreakRuntime
 from ..breaks.resume import resume_info
-from ..errors import EagerFallbackWarning, Unsupported, UnsupportedPythonWarning, forget_frames
+from ..errors import (
+    EagerFallbackWarning,
+    Unsupported,
+    UnsupportedPythonWarning,
+    forget_frames,
+    user_stacklevel,
+)
 from ..guards.emitter import Miss
 from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
@@ -49,7 +55,7 @@ from .dynamic import plan_after_miss
 from .forwards import NO_RECEIVER, Forwards, caller_of
 from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
-from .tracebacks import to_user_frames, user_stacklevel
+from .tracebacks import to_user_frames
 
 __all__ = ["CompiledModule", "compile"]
 

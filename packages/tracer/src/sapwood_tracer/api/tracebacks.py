@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import types
 
-from ..errors import Unsupported
+from ..errors import Unsupported, is_sapwood_frame
 
-__all__ = ["to_user_frames", "user_stacklevel"]
+__all__ = ["to_user_frames"]
 
 
 def to_user_frames(exc: BaseException) -> None:
@@ -74,7 +73,7 @@ def _note_hidden(exc: BaseException) -> None:
 def _user_frames_only(tb: types.TracebackType | None) -> types.TracebackType | None:
     kept: list[types.TracebackType] = []
     while tb is not None:
-        if not _is_sapwood(tb.tb_frame):
+        if not is_sapwood_frame(tb.tb_frame):
             kept.append(tb)
         tb = tb.tb_next
     rebuilt = None
@@ -88,11 +87,11 @@ def _without_sapwood_frames(tb: types.TracebackType | None) -> types.TracebackTy
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
-    if not entries or _is_sapwood(entries[-1].tb_frame):
+    if not entries or is_sapwood_frame(entries[-1].tb_frame):
         return entries[0] if entries else None  # raised by sapwood itself: kept whole
     kept: list[types.TracebackType] = []
     for entry in entries:
-        if _is_sapwood(entry.tb_frame):
+        if is_sapwood_frame(entry.tb_frame):
             with contextlib.suppress(RuntimeError):  # (still running: the one it leaves)
                 entry.tb_frame.clear()
         else:
@@ -103,27 +102,3 @@ def _without_sapwood_frames(tb: types.TracebackType | None) -> types.TracebackTy
     for entry in reversed(kept):
         rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return rebuilt
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` for a warning raised by the caller of this function that names the
-    innermost frame of the user's (past sapwood's layers and generated code)."""
-    frame = sys._getframe(1)
-    level = 1
-    while frame is not None and _is_sapwood(frame):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
-
-
-def _is_sapwood(frame: types.FrameType) -> bool:
-    code = frame.f_code
-    if code.co_filename.startswith("<sapwood "):
-        return True
-    module = frame.f_globals.get("__name__")
-    return isinstance(module, str) and module.partition(".")[0] in _SAPWOOD_PACKAGES
-
-
-_SAPWOOD_PACKAGES = frozenset(
-    {"sapwood", "sapwood_tracer", "sapwood_graph", "sapwood_backend", "sapwood_cudagraph_trees"}
-)

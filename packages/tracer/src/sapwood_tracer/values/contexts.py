@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, user_stacklevel
 from ..guards.sources import HeldObjectSource
 from .base import ConstantValue, Context, Value
 
@@ -104,7 +104,7 @@ class ProfilerRangeValue(Value):
                 f"sapwood: the profiler range {name!r} (torch.profiler.record_function"
                 f"{f' at {where}' if where else ''}) is not recorded inside compiled graphs; "
                 "the code around graph breaks keeps it",
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         return self
 
