@@ -697,3 +697,8 @@ def test_capture_regimes_keep_eager_outputs_from_captures_and_capture_only_from_
     assert copies[0] is other and torch.equal(copies[1], captured)
     assert not regimes.has_capture_only([captured.view(2, 1)])  # same address, other shape
     assert CaptureRegimes(torch.device("cpu")).eager_only_input([other]) is None
+
+
+def test_render_of_a_device_without_a_tree_says_why(sim):
+    text = trees.render(7)
+    assert "0 graph(s)" in text and "(no tree: " in text

@@ -226,7 +226,15 @@ def render(device_index: int, fmt: str = "text") -> str:
 
     info = tree_info(device_index)
     if fmt == "text":
-        return render_text(info)
+        text = render_text(info)
+        if device_index not in _runtimes:
+            why = (
+                "CUDA is not available on this machine"
+                if not torch.cuda.is_available()
+                else "no compiled call has run through the trees on this device yet"
+            )
+            text += f"\n  (no tree: {why})"
+        return text
     if fmt == "dot":
         return render_dot(info)
     raise CudaGraphTreeError(f"fmt must be 'text' or 'dot', got {fmt!r}")
