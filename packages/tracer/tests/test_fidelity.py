@@ -120,6 +120,19 @@ def test_torch_tensor_of_a_list_keeps_the_default_dtype(backend):
     torch.testing.assert_close(got, fn(x))
 
 
+@pytest.mark.parametrize("kind", [torch.HalfTensor, torch.LongTensor, torch.FloatTensor])
+def test_tensor_type_of_a_legacy_class_converts_as_its_name_does(kind, backend):
+    def fn(a, b):
+        m = a.type(kind)
+        return m, b.type(m.type())
+
+    a, b = torch.ones(2), torch.arange(2.0)
+    got, expected = _compiled(fn, backend)(a, b), fn(a, b)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e)
+
+
 def test_tensor_new_of_a_tensor_runs_eagerly(backend):
     def fn(x, y):
         return x.new(y) * 2

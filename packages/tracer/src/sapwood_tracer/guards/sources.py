@@ -358,6 +358,7 @@ _TORCH_SETTING_READERS: dict[str, Any] = {
     "functorch_transforms": torch._C._are_functorch_transforms_active,
     "jit_tracing": torch._C._is_tracing,
     "jit_tracing_state": torch._C._get_tracing_state,
+    "privateuse1_name": torch._C._get_privateuse1_backend_name,
 }
 
 

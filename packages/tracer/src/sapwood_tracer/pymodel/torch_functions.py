@@ -149,7 +149,7 @@ def _guarded_setting(state: str) -> Any:
             raise Unsupported(f"the query of torch's {state} setting with arguments (TypeError)")
         source = GlobalStateSource(state)
         value = source.reader()()
-        if value is not None and type(value) is not bool:
+        if value is not None and type(value) not in (bool, str):
             raise Unsupported(f"torch's {state} setting while it is {type(value).__name__}")
         tx.guard(GuardKind.CONSTANT_MATCH, source, value)
         return ConstantValue(value)
@@ -164,6 +164,7 @@ for _fn, _state in {
     torch._C._is_tracing: "jit_tracing",
     torch.jit.is_tracing: "jit_tracing",
     torch._C._get_tracing_state: "jit_tracing_state",
+    torch._C._get_privateuse1_backend_name: "privateuse1_name",
 }.items():
     _SPECIAL[_fn] = _guarded_setting(_state)
 _SPECIAL[torch.get_autocast_dtype] = _autocast_dtype(None)

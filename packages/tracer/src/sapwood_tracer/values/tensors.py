@@ -257,6 +257,10 @@ class TensorMethodValue(Value):
             return self.tensor
         if name == "type" and not args and not kwargs:
             return ConstantValue(self.tensor.fake.type())
+        if name == "type" and len(args) == 1 and _legacy_tensor_class(args[0]):
+            # ``t.type(torch.HalfTensor)`` is ``t.type("torch.HalfTensor")``
+            cls = args[0].as_constant()
+            args = [ConstantValue(f"{cls.__module__}.{cls.__name__}")]
         if name == "new":  # the legacy constructor: sizes or data, decided as torch does
             return tx.call_torch_function(torch.Tensor.new, [self.tensor, *args], kwargs)
         return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
@@ -299,6 +303,14 @@ def _instance_attribute(tx: Context, tensor: TensorValue, name: str) -> Value | 
     else:
         tx.guard_false(ContainsSource(AttrSource(source, "__dict__"), name))
     return None
+
+
+def _legacy_tensor_class(value: Value) -> bool:
+    """``torch.HalfTensor``, ``torch.cuda.LongTensor``, ...: a tensor type named by class."""
+    if not value.is_constant():
+        return False
+    cls = value.as_constant()
+    return isinstance(cls, type) and cls in torch._tensor_classes  # type: ignore[attr-defined]
 
 
 def _scalar_outputs_note(name: str) -> str:
