@@ -70,6 +70,7 @@ from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value
 from ..values.containers import DictValue, DictViewValue, ListValue, NamedTupleValue, TupleValue
 from ..values.contexts import CONTEXT_CLASSES, ContextClassValue
 from ..values.default_dicts import DefaultDictValue
+from ..values.dict_storage_objects import DictStorageObjectValue
 from ..values.enums import EnumClassValue, EnumMemberValue
 from ..values.functions import (
     BoundMethodValue,
@@ -326,6 +327,8 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         raise Unsupported(f"a {cls.__name__} object as an input")
     if _has_dict_or_slots(obj) or dataclasses.is_dataclass(obj) or cls is property:
         _type_match(tx, source, obj)
+        if isinstance(obj, dict):  # (its entries read through dict's own methods)
+            return DictStorageObjectValue(obj, source)
         return ObjectValue(obj, source)
     raise Unsupported(f"an input of type {cls.__qualname__}")
 
