@@ -48,7 +48,7 @@ def _object_ne(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Valu
     return ConstantValue(not tx.truth(equal))
 
 
-@handles(object.__lt__, object.__le__, object.__gt__, object.__ge__)
+@handles(*(getattr(object, name) for name in ("__lt__", "__le__", "__gt__", "__ge__")))
 def _object_ordering(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     _operands("an ordering", args, kwargs)
     return _NOT_IMPLEMENTED
