@@ -7,6 +7,7 @@ they change global state the graph cannot restore (``torch.manual_seed``).
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
@@ -39,7 +40,11 @@ def _const(value: Any) -> Any:
 
 
 def _resolve(*paths: str) -> list[Any]:
-    """The torch objects at ``paths`` that this torch version has (others are skipped)."""
+    """The torch objects at ``paths`` that this torch version has (others are skipped).
+
+    A path into a lazily loaded torch package (``torch._dynamo``) is resolved only once the
+    program has loaded it (:func:`_dynamo_names`): reading the attribute would import all of
+    Dynamo with ``import sapwood``."""
     found = []
     for path in paths:
         obj: Any = torch
@@ -50,6 +55,20 @@ def _resolve(*paths: str) -> list[Any]:
             continue
         found.append(obj)
     return found
+
+
+#: Dynamo's own query (``torch._dynamo.is_compiling``), answered once Dynamo is loaded
+_DYNAMO_COMPILING = "torch._dynamo.is_compiling"
+_dynamo_resolved = [False]
+
+
+def _dynamo_names() -> None:
+    """Add Dynamo's own queries to the table once the program loaded torch._dynamo."""
+    if _dynamo_resolved[0] or "torch._dynamo" not in sys.modules:
+        return
+    _dynamo_resolved[0] = True
+    for fn in _resolve(_DYNAMO_COMPILING):
+        _SPECIAL[fn] = _const(True)
 
 
 #: Functions folded on fake values / constants: their result is metadata, not data.
@@ -93,7 +112,6 @@ _SPECIAL: dict[Any, Any] = {
     for fn in _resolve(
         "torch.compiler.is_compiling",
         "torch.compiler.is_dynamo_compiling",
-        "torch._dynamo.is_compiling",
         "torch._utils.is_compiling",
     )
 }
@@ -190,6 +208,7 @@ def _is_legacy_class(fn: Any) -> bool:
 
 def is_modelled_torch_function(fn: Any) -> bool:
     """Python-level torch functions answered here rather than inlined."""
+    _dynamo_names()
     try:
         return fn in _SPECIAL or fn in _METADATA_FUNCTIONS or fn in _REFUSED
     except TypeError:
@@ -271,6 +290,7 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
         return legacy_constructor(tx, args[0], None, args[1:], kwargs)
     if _is_legacy_class(fn):
         return legacy_constructor(tx, None, fn, args, kwargs)
+    _dynamo_names()
     special = _SPECIAL.get(fn)
     if special is not None:
         return special(tx, args, kwargs)  # type: ignore[no-any-return]
