@@ -126,6 +126,16 @@ def _compiled_function(
     return method
 
 
+def _load_torch_compiler_modules() -> None:
+    """Load what the first trace needs of torch's compiler stack (torch's ShapeEnv loads
+    torch._dynamo) here, when the program compiles, rather than inside the first compiled
+    call: imported there, it would run with that call's frames on the stack, and what it
+    keeps of them kept the call's arguments alive (``import sapwood`` itself loads none of
+    it)."""
+    import torch._dynamo
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
+
+
 def _under_stance(
     stance: str,
     code: types.CodeType,
@@ -545,6 +555,7 @@ def compile(
     _warn_once_if_python_is_unsupported()
     if not callable(backend):
         raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
+    _load_torch_compiler_modules()
     if isinstance(fn_or_module, torch.nn.Module):
         if is_ddp(fn_or_module) and not getattr(
             type(fn_or_module.module), "__sapwood_compiled_module__", False

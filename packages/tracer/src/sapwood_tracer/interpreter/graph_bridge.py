@@ -253,4 +253,5 @@ class GraphBridge:
     def release(self) -> None:
         """Let go of the real tensors this trace saw (see ``OutputGraph.release``)."""
         self.inputs.clear()
+        self.input_objects.clear()
         self.og.release()
