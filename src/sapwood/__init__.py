@@ -8,6 +8,7 @@
     compiled = sapwood.compile(model, mode="reduce-overhead")   # + CUDA graph trees
     compiled = sapwood.compile(model, backend="eager")          # capture only
     compiled = sapwood.compile(model, dynamic=True)             # symbolic sizes from the start
+    sapwood.compile_in_place(model)                             # model.compile(), same object
     sapwood.mark_dynamic(tokens, 1)                             # or per input and dim
     print(sapwood.explain(model)(tokens))                       # graphs, breaks, guards
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import sapwood_cudagraph_trees as _trees
 import sapwood_tracer as _tracer
-from sapwood_backend import compile, list_backends, register_backend
+from sapwood_backend import compile, compile_in_place, list_backends, register_backend
 from sapwood_cudagraph_trees import mark_step_begin
 from sapwood_tracer import (
     allow_in_graph,
@@ -31,6 +32,7 @@ from sapwood_tracer import (
     mark_dynamic,
     mark_static,
     mark_static_address,
+    maybe_mark_dynamic,
     set_logs,
 )
 
@@ -40,6 +42,7 @@ __all__ = [
     "__version__",
     "allow_in_graph",
     "compile",
+    "compile_in_place",
     "disable",
     "disallow_in_graph",
     "explain",
@@ -49,6 +52,7 @@ __all__ = [
     "mark_static",
     "mark_static_address",
     "mark_step_begin",
+    "maybe_mark_dynamic",
     "register_backend",
     "reset",
     "set_logs",

@@ -25,21 +25,19 @@ def _fresh_caches() -> None:
 
 
 def test_the_signature_is_torch_compiles() -> None:
-    """Every parameter is torch.compile's, in its order, kind and default, then sapwood's own
-    keyword-only ones (any torch.compile call is a sapwood.compile call).
-
-    torch's ``backend=None`` means Inductor; ours spells that out. Newer torch releases add
-    parameters (``name``, ``recompile_limit``, ...) that sapwood does not take yet.
-    """
+    """Every parameter of torch.compile's that sapwood takes is in its order, kind and
+    default, then sapwood's own keyword-only ones (any torch.compile call is a sapwood.compile
+    call). torch's ``backend=None`` means Inductor; ours spells that out."""
     ours = inspect.signature(sapwood_backend.compile).parameters
     theirs = inspect.signature(torch.compile).parameters
-    core = ["model", "fullgraph", "dynamic", "backend", "mode", "options", "disable"]
     sapwood_only = ["ddp_split"]
+    core = [name for name in ours if name not in sapwood_only]
     assert list(ours) == core + sapwood_only
     for name in sapwood_only:
         assert ours[name].kind is inspect.Parameter.KEYWORD_ONLY, name
         assert name not in theirs, name
     assert [name for name in theirs if name in ours] == core
+    assert set(theirs) <= set(ours), "a torch.compile parameter sapwood does not take"
     for name in core:
         assert ours[name].kind == theirs[name].kind, name
         expected = "inductor" if name == "backend" else theirs[name].default
@@ -171,3 +169,55 @@ def test_a_tracer_compiled_module_signals_without_module_hooks(
     assert len(generations) == 3
     # no hooks: nn.Module's fast call path stays on
     assert not wrapped._forward_hooks and not wrapped._forward_pre_hooks
+
+
+def test_compile_in_place_keeps_the_module_and_its_keys() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    keys = list(model.state_dict())
+    calls: list[int] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> object:
+        calls.append(1)
+        return gm.forward
+
+    x = torch.randn(5, 3)
+    expected = model(x)
+    returned = sapwood_backend.compile_in_place(model, backend=backend)
+    assert returned is None
+    torch.testing.assert_close(model(x), expected)
+    assert calls == [1] and list(model.state_dict()) == keys
+    outer = torch.nn.Sequential(model, torch.nn.Tanh())  # a parent calls it compiled
+    torch.testing.assert_close(outer(x), torch.tanh(expected))
+    assert calls == [1]
+    model._compiled_call_impl = None  # undone as torch's Module.compile is
+    torch.testing.assert_close(model(x), expected)
+
+
+def test_compile_in_place_runs_the_modules_hooks_and_refuses_non_modules() -> None:
+    model = torch.nn.Linear(3, 3)
+    seen: list[str] = []
+    model.register_forward_pre_hook(lambda m, args: seen.append("pre"))
+    model.register_forward_hook(lambda m, args, out: out * 2)
+    sapwood_backend.compile_in_place(model, backend="eager")
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(
+        model(x), torch.nn.functional.linear(x, model.weight, model.bias) * 2
+    )
+    assert seen == ["pre"]
+    model.register_full_backward_hook(lambda m, gi, go: None)  # eagerly, no recursion
+    torch.testing.assert_close(
+        model(x), torch.nn.functional.linear(x, model.weight, model.bias) * 2
+    )
+    with pytest.raises(TypeError, match="nn.Module"):
+        sapwood_backend.compile_in_place(lambda x: x)  # type: ignore[arg-type]
+
+
+def test_compile_in_place_with_disable_leaves_the_module_alone() -> None:
+    model = torch.nn.Linear(2, 2)
+    sapwood_backend.compile_in_place(model, disable=True)
+    assert model._compiled_call_impl is None
+
+
+def test_shapes_spec_is_refused_in_words() -> None:
+    with pytest.raises(NotImplementedError, match="mark_dynamic"):
+        sapwood_backend.compile(lambda x: x, shapes_spec={"x": None})  # type: ignore[arg-type]

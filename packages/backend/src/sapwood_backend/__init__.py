@@ -15,7 +15,7 @@ from the ``sapwood.backends`` entry-point group) or passed as callables::
 
 from . import builtin as _builtin  # registers eager, aot_eager, inductor
 from . import cudagraphs as _cudagraphs  # registers cudagraphs
-from .entry import compile
+from .entry import compile, compile_in_place
 from .modes import MODES, InvalidModeError, resolve_backend, torch_backend
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -38,6 +38,7 @@ __all__ = [
     "UnknownBackendError",
     "__version__",
     "compile",
+    "compile_in_place",
     "list_backends",
     "lookup_backend",
     "register_backend",

@@ -21,7 +21,7 @@ import torch
 
 from .modes import _USES_TREES, resolve_backend
 
-__all__ = ["compile"]
+__all__ = ["compile", "compile_in_place"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _local = threading.local()
@@ -79,7 +79,11 @@ def compile(
     backend: str | Callable[..., Any] = "inductor",
     mode: str | None = None,
     options: dict[str, Any] | None = None,
+    name: str | None = None,
     disable: bool = False,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: None = None,
     ddp_split: bool = True,
 ) -> Callable[[_F], _F]: ...
 @overload
@@ -91,7 +95,11 @@ def compile(
     backend: str | Callable[..., Any] = "inductor",
     mode: str | None = None,
     options: dict[str, Any] | None = None,
+    name: str | None = None,
     disable: bool = False,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: None = None,
     ddp_split: bool = True,
 ) -> _F: ...
 def compile(
@@ -102,7 +110,11 @@ def compile(
     backend: str | Callable[..., Any] = "inductor",
     mode: str | None = None,
     options: dict[str, Any] | None = None,
+    name: str | None = None,
     disable: bool = False,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: None = None,
     ddp_split: bool = True,
 ) -> Any:
     """Compile a function or ``nn.Module`` with sapwood; the signature is torch.compile's.
@@ -113,11 +125,21 @@ def compile(
     ``dynamic`` is the tracer's shape policy: ``None`` compiles static shapes first and makes
     the sizes that vary symbolic on the recompile, ``True`` symbolic from the start, ``False``
     never (``sapwood.mark_dynamic``/``mark_static`` override it per tensor dim).
+    ``recompile_limit`` (variants traced before calls that match none run eagerly; with
+    ``fullgraph=True`` they raise ``RecompileLimitExceeded``), ``isolate_recompiles`` (this
+    compile's variants and limit are its own, not shared with other compiles of the same
+    function) and ``name`` (the label of this compile's captures in the logs) are
+    torch.compile's. ``shapes_spec`` is refused (``NotImplementedError``).
     ``ddp_split`` (sapwood's own): a ``DistributedDataParallel`` module compiles the model it
     wraps, each graph cut at DDP's gradient buckets so all-reduces overlap the backward;
     ``False`` keeps one graph (see the "Distributed training" docs page).
     Errors in these arguments are raised here, before anything is traced.
     """
+    if shapes_spec is not None:
+        raise NotImplementedError(
+            "sapwood.compile: shapes_spec= is not supported; mark the dims that vary with "
+            "sapwood.mark_dynamic(tensor, dim, min=..., max=...) or pass dynamic=True"
+        )
     resolved = resolve_backend(backend, mode, options)
 
     def apply(target: Any) -> Any:
@@ -126,7 +148,14 @@ def compile(
         import sapwood_tracer
 
         compiled = sapwood_tracer.compile(
-            target, backend=resolved, fullgraph=fullgraph, dynamic=dynamic, ddp_split=ddp_split
+            target,
+            backend=resolved,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+            ddp_split=ddp_split,
+            recompile_limit=recompile_limit,
+            isolate_recompiles=isolate_recompiles,
+            name=name,
         )
         if mode in _USES_TREES or backend == "cudagraphs":
             return _signal_generations(compiled)
@@ -135,3 +164,17 @@ def compile(
     if model is None:
         return apply
     return apply(model)
+
+
+def compile_in_place(module: torch.nn.Module, **options: Any) -> None:
+    """``module.compile(...)`` with sapwood: compile ``module`` in place, so that calling it
+    (and the modules that hold it) runs it compiled, while it stays the same object with
+    the same ``state_dict()`` keys (no ``_orig_mod.`` prefix). ``options`` are
+    :func:`compile`'s. Like torch's ``nn.Module.compile``, it sets the module's
+    ``_compiled_call_impl``; ``module._compiled_call_impl = None`` undoes it."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"compile_in_place takes an nn.Module, not {type(module).__name__}")
+    compiled = compile(module, **options)
+    # the compiled wrapper's __call__ (not the wrapper: nn.Module.__setattr__ would make a
+    # module attribute its child); it runs the original's hooks around the compiled forward
+    module._compiled_call_impl = None if compiled is module else compiled.__call__

@@ -20,7 +20,7 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 import sympy
@@ -36,10 +36,13 @@ from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
     GuardOnDataDependentSymNode,
     ShapeEnv,
+    StrictMinMaxConstraint,
     free_symbols,
 )
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
 
-from sapwood_graph.errors import FakePropagationError
+from sapwood_graph.errors import FakePropagationError, GraphInputError
 from sapwood_graph.sources import Source, TensorPropertySource
 
 _DATA_DEPENDENT = (
@@ -121,11 +124,17 @@ def fake_static(mode: FakeTensorMode, tensor: torch.Tensor) -> torch.Tensor:
 
 
 def fake_dynamic(
-    mode: FakeTensorMode, tensor: torch.Tensor, source: Source, dims: Iterable[int]
+    mode: FakeTensorMode,
+    tensor: torch.Tensor,
+    source: Source,
+    dims: Iterable[int],
+    ranges: Mapping[int, tuple[int | None, int | None]] | None = None,
 ) -> tuple[torch.Tensor, frozenset[int]]:
     """A fake of ``tensor`` whose ``dims`` are SymInts bound to ``source.size()[d]``.
 
-    Returns the fake and the dims that really became symbolic (0/1 sizes specialise).
+    Returns the fake and the dims that really became symbolic (0/1 sizes specialise). A dim
+    with bounds in ``ranges`` (``(min, max)``, either may be None) gets a symbol of its own
+    (never duck-shaped) whose value range is within them; its range guards follow.
     Strides are rebuilt from the symbolic sizes in the real tensor's stride order, so a
     transposed input stays transposed; a tensor that is not dense in that order (a strided
     view) keeps its real strides.
@@ -141,7 +150,22 @@ def fake_dynamic(
             sizes.append(int(size))
             continue
         prop = to_shape_env_source(TensorPropertySource(source, "size", d))
-        expr = shape_env.create_symbol(int(size), prop, DimDynamic.DUCK)
+        bounds = ranges.get(d) if ranges else None
+        if bounds is None:
+            expr = shape_env.create_symbol(int(size), prop, DimDynamic.DUCK)
+        else:
+            low, high = bounds
+            constraint = StrictMinMaxConstraint(
+                warn_only=False,
+                vr=ValueRanges(0 if low is None else low, int_oo if high is None else high),
+            )
+            if int(size) not in constraint.vr:
+                raise GraphInputError(
+                    f"{source}.size()[{d}] is {int(size)}, outside its bounds [{low}, {high}]"
+                )
+            expr = shape_env.create_symbol(
+                int(size), prop, DimDynamic.DYNAMIC, constraint_dim=constraint
+            )
         if isinstance(expr, sympy.Integer):
             sizes.append(int(expr))
             continue

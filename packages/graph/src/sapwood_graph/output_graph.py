@@ -127,6 +127,7 @@ class OutputGraph:
         value: Any,
         *,
         dynamic_dims: Iterable[int] = (),
+        dim_ranges: Mapping[int, tuple[int | None, int | None]] | None = None,
         static: bool = False,
     ) -> torch.fx.Proxy:
         """The placeholder proxy for ``value`` found at ``source`` (the same one for an equal
@@ -134,7 +135,10 @@ class OutputGraph:
 
         * A tensor becomes a fake tensor; dims in ``dynamic_dims`` become SymInts, and each new
           symbol gets its own placeholder bound to ``source.size()[d]``. A ``TENSOR_MATCH``
-          guard records the tensor's properties (dynamic dims left free).
+          guard records the tensor's properties (dynamic dims left free). A dynamic dim with
+          bounds in ``dim_ranges`` (``(min, max)``, either None for unbounded) gets a symbol
+          of its own whose range, and so its guards, lie within them
+          (:class:`GraphInputError` if the tensor's size does not).
         * A Python ``int`` becomes a SymInt placeholder (the graph does not specialise on it);
           a ``TYPE_MATCH`` guard records that it is an int.
         * Anything else (float, bool, …) becomes a plain placeholder whose example value is
@@ -159,7 +163,7 @@ class OutputGraph:
                 raise GraphInputError(
                     f"dynamic_dims {sorted(bad)} out of range for {source} with {value.dim()} dims"
                 )
-            return self._tensor_input(source, value, dims, static)
+            return self._tensor_input(source, value, dims, static, dim_ranges)
         if type(value) is int:
             fake = fake_symint(self.fake_mode, value, source)
             symbol = fake.node.expr if isinstance(fake, torch.SymInt) else None
@@ -187,13 +191,18 @@ class OutputGraph:
         return self._add_input(source, example, fake, "tensor", dynamic_dims=dims)
 
     def _tensor_input(
-        self, source: Source, value: torch.Tensor, dims: frozenset[int], static: bool = False
+        self,
+        source: Source,
+        value: torch.Tensor,
+        dims: frozenset[int],
+        static: bool = False,
+        ranges: Mapping[int, tuple[int | None, int | None]] | None = None,
     ) -> torch.fx.Proxy:
         memo = self._fake_by_id.get(id(value))
         if memo is not None and memo[0] is value:
             fake, free = memo[1], memo[2]
         elif dims:
-            fake, free = fake_dynamic(self.fake_mode, value, source, dims)
+            fake, free = fake_dynamic(self.fake_mode, value, source, dims, ranges)
         else:
             fake, free = fake_static(self.fake_mode, value), frozenset()
         self._fake_by_id[id(value)] = (value, fake, free)

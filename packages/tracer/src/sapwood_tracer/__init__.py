@@ -9,12 +9,14 @@ Public API:
 * :func:`explain` — run once and report graphs, graph breaks (reason, file:line), guards.
 * :func:`disable`, :func:`graph_break`, :func:`allow_in_graph`, :func:`disallow_in_graph` —
   tell the tracer what not to trace, where to split, what to keep as one graph node.
-* :func:`mark_dynamic`, :func:`mark_static` — make a tensor's dim symbolic, or keep it
-  static, whatever ``compile(dynamic=...)`` says; :func:`mark_static_address` — a tensor that
+* :func:`mark_dynamic` (optionally bounded), :func:`maybe_mark_dynamic`, :func:`mark_static`
+  — make a tensor's dim symbolic, or keep it static, whatever ``compile(dynamic=...)`` says
+  (:class:`SpecializedDimWarning`: code specialised a marked dim); :func:`mark_static_address` — a tensor that
   keeps its storage (a static key/value cache), read and written in place by CUDA graphs.
 * :func:`set_logs` — switch the log topics (graph breaks, recompiles, guards, ...) from code.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
-* :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly.
+* :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly;
+  :class:`RecompileLimitExceeded` — raised instead under ``fullgraph=True``.
 * :class:`StanceNotSupported` — a ``torch.compiler.set_stance`` setting sapwood does not
   implement is in force (compiled calls raise it).
 * :class:`UnsupportedPythonWarning` — the running Python's bytecode is unknown; code runs
@@ -25,13 +27,20 @@ Public API:
   :class:`CompiledDDP` — for a ``DistributedDataParallel`` module (DDP eager, model compiled).
 """
 
-from .api.cache import RecompileLimitWarning, reset
+from .api.cache import RecompileLimitExceeded, RecompileLimitWarning, reset
+from .api.compiled_module import CompiledModule
 from .api.distributed import CompiledDDP
-from .api.entry import CompiledModule, compile
+from .api.entry import compile
 from .api.events import set_logs
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .api.stance import StanceNotSupported
-from .errors import EagerFallbackWarning, TracerError, Unsupported, UnsupportedPythonWarning
+from .errors import (
+    EagerFallbackWarning,
+    SpecializedDimWarning,
+    TracerError,
+    Unsupported,
+    UnsupportedPythonWarning,
+)
 from .marks import (
     allow_in_graph,
     disable,
@@ -40,6 +49,7 @@ from .marks import (
     mark_dynamic,
     mark_static,
     mark_static_address,
+    maybe_mark_dynamic,
 )
 from .pinned import pin_modules
 
@@ -55,7 +65,9 @@ __all__ = [
     "EagerFallbackWarning",
     "ExplainOutput",
     "GraphReport",
+    "RecompileLimitExceeded",
     "RecompileLimitWarning",
+    "SpecializedDimWarning",
     "StanceNotSupported",
     "TracerError",
     "Unsupported",
@@ -70,6 +82,7 @@ __all__ = [
     "mark_dynamic",
     "mark_static",
     "mark_static_address",
+    "maybe_mark_dynamic",
     "reset",
     "set_logs",
 ]

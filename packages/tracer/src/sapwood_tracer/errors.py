@@ -12,6 +12,7 @@ import types
 
 __all__ = [
     "EagerFallbackWarning",
+    "SpecializedDimWarning",
     "TracedException",
     "TracerError",
     "Unsupported",
@@ -159,6 +160,10 @@ class UnsupportedPythonWarning(UserWarning):
     """The running Python is one whose bytecode sapwood-tracer does not know: ``compile``
     returns functions that run eagerly (``fullgraph=True`` raises :class:`Unsupported` at
     the first call instead). Warned once, at the first ``compile``."""
+
+
+class SpecializedDimWarning(UserWarning):
+    """A dim marked with ``mark_dynamic`` was specialised to one size by the traced code."""
 
 
 class EagerFallbackWarning(UserWarning):

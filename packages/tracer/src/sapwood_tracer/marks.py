@@ -14,7 +14,9 @@ Invariants:
   inlined; a disallowed one (typically a torch function) breaks the graph at every call.
 * Dims marked dynamic or static are stored on the tensor object and read when a call
   traces (see :mod:`sapwood_tracer.interpreter.shape_plan`); they override
-  ``compile(dynamic=...)`` per dim. torch's own ``mark_dynamic`` marks are read too.
+  ``compile(dynamic=...)`` per dim. torch's own ``mark_dynamic`` (with its ``min``/``max``)
+  and ``maybe_mark_dynamic`` marks are read too. A ``mark_dynamic`` dim the code specialises
+  is reported (a warning; ``fullgraph=True``: an error), a ``maybe_mark_dynamic`` one not.
 * A tensor marked with ``mark_static_address`` (sapwood's or torch's: one attribute, so each
   compiler honours the other's mark) is a static input of the graphs that take it: the CUDA
   graph trees read and write it at its own address instead of copying it into a buffer.
@@ -43,6 +45,8 @@ __all__ = [
     "mark_static",
     "mark_static_address",
     "marked_dims",
+    "marked_ranges",
+    "maybe_mark_dynamic",
     "static_address_marked",
 ]
 
@@ -184,9 +188,14 @@ def _in_torch_rules(fn: Any, table: str) -> bool:
 
 # ----------------------------------------------------------------------- dims of tensors
 _DYNAMIC_ATTR = "_sapwood_dynamic_dims"
+_WEAK_DYNAMIC_ATTR = "_sapwood_weak_dynamic_dims"
+_RANGES_ATTR = "_sapwood_dynamic_ranges"
 _STATIC_ATTR = "_sapwood_static_dims"
-#: what ``torch._dynamo.mark_dynamic`` stores: honoured too, so marked inputs carry over
+#: what ``torch._dynamo.mark_dynamic`` / ``maybe_mark_dynamic`` store: honoured too, so
+#: marked inputs carry over
 _TORCH_DYNAMIC_ATTR = "_dynamo_dynamic_indices"
+_TORCH_WEAK_DYNAMIC_ATTR = "_dynamo_weak_dynamic_indices"
+_TORCH_RANGES_ATTR = "_dynamo_dynamic_range"  # a set of (dim, min, max) records
 
 
 def _dims(tensor: torch.Tensor, dim: int | Iterable[int], what: str) -> set[int]:
@@ -204,27 +213,73 @@ def _dims(tensor: torch.Tensor, dim: int | Iterable[int], what: str) -> set[int]
     return out
 
 
-def mark_dynamic(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
+def _bound(value: int | None, what: str) -> int | None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise TypeError(f"mark_dynamic: {what} must be an int >= 0 or None, not {value!r}")
+    return value
+
+
+def mark_dynamic(
+    tensor: torch.Tensor,
+    dim: int | Iterable[int],
+    *,
+    min: int | None = None,
+    max: int | None = None,
+) -> None:
     """Trace ``dim`` (an int or several) of ``tensor`` symbolically whenever it is an input.
 
+    ``min``/``max`` bound the sizes the compiled code is for: the size is guarded to stay
+    within them (a call outside traces again), and the tensor's size now must lie within.
     The mark is stored on the tensor object and read when a call traces. A size of 0 or 1
-    is still specialised (as torch's ShapeEnv does); use sizes >= 2 for the first call.
+    is still specialised (as torch's ShapeEnv does); use sizes >= 2 for the first call. If
+    the traced code needs one exact size (``if x.shape[0] == 4``), the dim is specialised
+    all the same, with a warning naming the line (``fullgraph=True``: an
+    :class:`~sapwood_tracer.Unsupported` error); :func:`maybe_mark_dynamic` does not warn.
     """
     dims = _dims(tensor, dim, "mark_dynamic")
-    current = set(getattr(tensor, _DYNAMIC_ATTR, ()))
-    setattr(tensor, _DYNAMIC_ATTR, frozenset(current | dims))
-    static = set(getattr(tensor, _STATIC_ATTR, ())) - dims
-    setattr(tensor, _STATIC_ATTR, frozenset(static))
+    low, high = _bound(min, "min"), _bound(max, "max")
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"mark_dynamic: min={low} is greater than max={high}")
+    ranges = dict(getattr(tensor, _RANGES_ATTR, {}))
+    for d in sorted(dims):
+        size = tensor.size(d)
+        if (low is not None and size < low) or (high is not None and size > high):
+            raise ValueError(
+                f"mark_dynamic: dim {d} of the tensor has size {size}, outside [{low}, {high}]"
+            )
+        if low is None and high is None:
+            ranges.pop(d, None)
+        else:
+            ranges[d] = (low, high)
+    _add(tensor, _DYNAMIC_ATTR, dims)
+    setattr(tensor, _RANGES_ATTR, ranges)
+    _remove(tensor, _STATIC_ATTR, dims)
+
+
+def maybe_mark_dynamic(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
+    """Like :func:`mark_dynamic`, but the code may specialise the dim without a warning or
+    an error (torch's ``maybe_mark_dynamic``)."""
+    dims = _dims(tensor, dim, "maybe_mark_dynamic")
+    _add(tensor, _WEAK_DYNAMIC_ATTR, dims)
+    _remove(tensor, _STATIC_ATTR, dims)
 
 
 def mark_static(tensor: torch.Tensor, dim: int | Iterable[int]) -> None:
     """Keep ``dim`` of ``tensor`` static (its size guarded exactly), even with
     ``compile(dynamic=True)`` or after sizes varied."""
     dims = _dims(tensor, dim, "mark_static")
-    current = set(getattr(tensor, _STATIC_ATTR, ()))
-    setattr(tensor, _STATIC_ATTR, frozenset(current | dims))
-    dynamic = set(getattr(tensor, _DYNAMIC_ATTR, ())) - dims
-    setattr(tensor, _DYNAMIC_ATTR, frozenset(dynamic))
+    _add(tensor, _STATIC_ATTR, dims)
+    _remove(tensor, _DYNAMIC_ATTR, dims)
+    _remove(tensor, _WEAK_DYNAMIC_ATTR, dims)
+
+
+def _add(tensor: torch.Tensor, attr: str, dims: set[int]) -> None:
+    setattr(tensor, attr, frozenset(set(getattr(tensor, attr, ())) | dims))
+
+
+def _remove(tensor: torch.Tensor, attr: str, dims: set[int]) -> None:
+    if hasattr(tensor, attr):
+        setattr(tensor, attr, frozenset(set(getattr(tensor, attr)) - dims))
 
 
 _STATIC_ADDRESS_ATTR = "_dynamo_static_input_type"  # torch.compile's attribute, shared
@@ -248,11 +303,29 @@ def static_address_marked(tensor: torch.Tensor) -> bool:
     return getattr(tensor, _STATIC_ADDRESS_ATTR, None) in ("guarded", "unguarded")
 
 
-def marked_dims(tensor: torch.Tensor, *, dynamic: bool) -> set[int]:
-    """The dims of ``tensor`` marked dynamic (by sapwood or by torch), or marked static."""
-    if dynamic:
-        return _marked(tensor, _DYNAMIC_ATTR) | _marked(tensor, _TORCH_DYNAMIC_ATTR)
-    return _marked(tensor, _STATIC_ATTR)
+def marked_dims(tensor: torch.Tensor, *, dynamic: bool, strict: bool = False) -> set[int]:
+    """The dims of ``tensor`` marked dynamic (by sapwood or by torch; ``strict``: only by
+    ``mark_dynamic``, not ``maybe_mark_dynamic``), or marked static."""
+    if not dynamic:
+        return _marked(tensor, _STATIC_ATTR)
+    dims = _marked(tensor, _DYNAMIC_ATTR) | _marked(tensor, _TORCH_DYNAMIC_ATTR)
+    if not strict:
+        dims |= _marked(tensor, _WEAK_DYNAMIC_ATTR) | _marked(tensor, _TORCH_WEAK_DYNAMIC_ATTR)
+    return dims
+
+
+def marked_ranges(tensor: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
+    """The ``min``/``max`` bounds given to ``mark_dynamic`` (sapwood's or torch's) per dim."""
+    ndim = tensor.dim()
+    out: dict[int, tuple[int | None, int | None]] = {}
+    for record in getattr(tensor, _TORCH_RANGES_ATTR, ()):
+        dim, low, high = (getattr(record, n, None) for n in ("dim", "min", "max"))
+        if type(dim) is int and -ndim <= dim < ndim and (low is not None or high is not None):
+            out[dim % ndim] = (low, high)
+    for dim, bounds in dict(getattr(tensor, _RANGES_ATTR, {})).items():
+        if -ndim <= dim < ndim:
+            out[dim % ndim] = bounds
+    return out
 
 
 def _marked(tensor: torch.Tensor, attr: str) -> set[int]:

@@ -9,9 +9,11 @@ Invariants:
   again with another backend or mode is traced for it, never served by the other's graphs.
 * An entry refers to the functions, classes and Python modules it checks by identity
   weakly; when one dies, the entry leaves its cache (an ``id`` it compares could be reused).
-* Once a code has ``RECOMPILE_LIMIT`` entries (or as many as a ``recompile_limit`` the user set
-  in torch's dynamo config), a call that matches none runs eagerly; the first such call warns
-  once, naming the guard that failed most often.
+* Once a code has ``RECOMPILE_LIMIT`` entries of one compile (or as many as the
+  ``recompile_limit`` of that ``compile()`` call, or the one the user set in torch's dynamo
+  config), a call that matches none runs eagerly; the first such call warns once, naming the
+  guard that failed most often. With ``fullgraph=True`` (or torch's
+  ``fail_on_recompile_limit_hit``) it raises :class:`RecompileLimitExceeded` instead.
 * Graph breaks cost a trace of a resume code each, and a resume code holds what can run from
   its resume point on (in straight-line code, the rest of the function); a loop whose body
   breaks may recompile its resume code when reached with other values, with guards on what
@@ -38,7 +40,7 @@ from sapwood_graph import Guard
 
 from ..breaks.exits import BreakExit
 from ..breaks.resume import resume_info
-from ..errors import user_stacklevel
+from ..errors import TracerError, user_stacklevel
 from ..guards.sources import WeakHandle
 from ..interpreter.budget import forget_overruns
 from ..interpreter.instructions import decode
@@ -50,9 +52,12 @@ __all__ = [
     "RECOMPILE_LIMIT",
     "CacheEntry",
     "CodeCache",
+    "RecompileLimitExceeded",
     "RecompileLimitWarning",
+    "Region",
     "cache_for",
     "compile_key",
+    "region",
     "reset",
 ]
 
@@ -74,23 +79,61 @@ BREAK_COST_LIMIT = 100_000
 RECOMPILE_COST_LIMIT = 50_000
 
 
-def limit_for(code: types.CodeType) -> int:
-    """How many entries ``code`` may have. torch's ``torch._dynamo.config.recompile_limit``
-    (or its old name ``cache_size_limit``) is obeyed where the user set it (the config module
-    is loaded and holds another value than the default both compilers share); a resume code
-    keeps its own higher limit unless the user's is higher still."""
-    limit = _torch_recompile_limit()
+def limit_for(code: types.CodeType, region: Region | None = None) -> int:
+    """How many entries of one compile ``code`` may have. The ``recompile_limit`` of the
+    compile call (``region``) comes first; then torch's ``torch._dynamo.config.recompile_limit``
+    (or its old name ``cache_size_limit``) where the user set it (the config module is loaded
+    and holds another value than the default both compilers share); a resume code keeps its
+    own higher limit unless the user's is higher still."""
+    limit = region.recompile_limit if region is not None else None
+    if limit is None:
+        limit = _torch_config("recompile_limit")
+        limit = None if type(limit) is not int or limit == RECOMPILE_LIMIT else max(limit, 0)
     if resume_info(code) is not None:
         return max(RESUME_RECOMPILE_LIMIT, limit or 0)
     return RECOMPILE_LIMIT if limit is None else limit
 
 
-def _torch_recompile_limit() -> int | None:
+def fails_on_limit() -> bool:
+    """torch's ``torch._dynamo.config.fail_on_recompile_limit_hit``: a call past the limit
+    raises instead of running eagerly."""
+    return _torch_config("fail_on_recompile_limit_hit") is True
+
+
+def _torch_config(name: str) -> Any:
     config = sys.modules.get("torch._dynamo.config")  # (never imported for this)
-    value = getattr(config, "recompile_limit", None) if config is not None else None
-    if type(value) is not int or value == RECOMPILE_LIMIT:
-        return None
-    return max(value, 0)
+    return getattr(config, name, None) if config is not None else None
+
+
+class RecompileLimitExceeded(TracerError):
+    """A call matched none of a function's cache entries after it reached its recompile
+    limit, under ``fullgraph=True`` (or torch's ``fail_on_recompile_limit_hit``), where
+    running it eagerly would not be what was asked for."""
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """What one ``compile()`` call asks of the cache entries it makes and uses: ``key``
+    (:attr:`CacheEntry.key`: calls with the same key share entries), its own recompile limit
+    and the name its captures are reported under."""
+
+    key: object
+    recompile_limit: int | None = None
+    name: str | None = None
+
+
+def region(
+    backend: Any,
+    fullgraph: bool,
+    *,
+    recompile_limit: int | None = None,
+    isolate: bool = False,
+    name: str | None = None,
+) -> Region:
+    """The region of a compile call: its entries are those every compile of the same
+    ``backend`` and ``fullgraph`` shares, or (``isolate``) its own."""
+    key = object() if isolate else compile_key(backend, fullgraph)
+    return Region(key, recompile_limit, name)
 
 
 @dataclass(eq=False)
@@ -115,6 +158,8 @@ class CacheEntry:
     #: the compile the entry belongs to (its backend and ``fullgraph``, see
     #: :func:`compile_key`): it serves only calls through a compile with the same key
     key: Any = None
+    #: the ``name=`` of the compile call that made the entry (for explain() and the logs)
+    region_name: str | None = None
     #: seconds the capture took: ``trace`` (the symbolic run that made this entry),
     #: ``backend`` (compiling its graph), ``entry`` (guards and generated code) and ``total``
     #: (the whole capture, a trace stopped at a graph break included)
@@ -186,19 +231,23 @@ class CodeCache:
             self.failures[source] += 1
             self.latest[source] = rendered
 
-    def warn_limit(self, code: types.CodeType) -> None:
-        if self.warned:
-            return
-        self.warned = True
+    def limit_message(self, code: types.CodeType, limit: int) -> str:
         if self.failures:
             source = self.failures.most_common(1)[0][0]
             guard = f"{self.latest[source]} (a guard on {source})"
         else:
             guard = "unknown"
+        return (
+            f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) reached "
+            f"its recompile limit ({limit} variants). The guard that kept failing: {guard}"
+        )
+
+    def warn_limit(self, code: types.CodeType, limit: int) -> None:
+        if self.warned:
+            return
+        self.warned = True
         warnings.warn(
-            f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
-            f"recompiled {limit_for(code)} times; calls matching no cache entry now run "
-            f"eagerly. The guard that kept failing: {guard}",
+            f"{self.limit_message(code, limit)}. Calls matching no cache entry now run eagerly.",
             RecompileLimitWarning,
             stacklevel=user_stacklevel(),
         )

@@ -48,6 +48,7 @@ from ..interpreter.aliasing import distinctness_guards
 from ..interpreter.budget import overrun_reason
 from ..interpreter.frame import BreakHere, LazyLocals, SymbolicFrame, internal_error
 from ..interpreter.graph_bridge import GraphBridge
+from ..interpreter.marked_dynamic import report_specialized
 from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
 from ..pymodel.construct import inspects_frames, makes_weak_references
@@ -231,6 +232,7 @@ def _trace_and_build(
         # Around graph breaks a piece may hold no operation at all: no backend call then.
         pieces = exit is not None or resume_info(code) is not None
         traced = time.perf_counter()
+        report_specialized(code, graph.specialized_marks(), fullgraph=runtime is None)
         compiled = graph.compile(collector.proxies, _skipping_empty(backend) if pieces else backend)
         backend_done = time.perf_counter()
         collector.frozen = True

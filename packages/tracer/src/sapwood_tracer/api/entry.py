@@ -4,13 +4,14 @@ No frame-evaluation hook is installed: the wrapper binds the call's arguments to
 function's parameters (a tuple in binding order), tries the cache entries of the function's
 code, and traces on a miss (see ARCHITECTURE.md, "Frame entry without a global hook").
 
-A module compiles to a :class:`CompiledModule`: still an ``nn.Module`` (same parameters,
-``train()``/``eval()``, ``state_dict()`` with the original keys, attribute access falls
-through to the original), whose ``forward`` runs the compiled ``forward`` of the original.
+A module compiles to a :class:`~.compiled_module.CompiledModule` (an ``nn.Module`` whose
+``forward`` runs the original's, compiled); options of one compile call (its recompile
+limit, isolation, name) travel as a :class:`~.cache.Region`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -44,15 +45,15 @@ from . import cache as _cache
 from . import events as _events
 from .binding import binder, call_bound
 from .capture import capture
+from .compiled_module import CompiledModule
 from .distributed import (
     CompiledDDP,
-    OriginalModuleProxy,
     bucketed_backend,
     call_with_forward,
     is_ddp,
 )
 from .dynamic import plan_after_miss
-from .forwards import NO_RECEIVER, Forwards, caller_of
+from .forwards import caller_of
 from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
 from .tracebacks import to_user_frames
@@ -66,6 +67,7 @@ def _compiled_function(
     receiver: Any = None,
     fullgraph: bool = False,
     dynamic: bool | None = None,
+    region: _cache.Region | None = None,
 ) -> Callable[..., Any]:
     code = fn.__code__
     closure = fn.__closure__ or ()
@@ -73,13 +75,15 @@ def _compiled_function(
     bind = binder(fn)
     lookup = _cache.lookup
     runtime = None if fullgraph else _break_runtime(backend, dynamic)
-    key = _cache.compile_key(backend, fullgraph)
+    if region is None:
+        region = _cache.region(backend, fullgraph)
+    key = region.key
 
     def eager(L: tuple[Any, ...]) -> Any:
         return call_bound(fn, L)
 
     def miss(L: tuple[Any, ...]) -> Any:
-        return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic, key)
+        return _miss(code, closure, f_globals, L, backend, runtime, eager, dynamic, region)
 
     if receiver is None:
 
@@ -170,11 +174,12 @@ def _miss(
     runtime: BreakRuntime | None,
     eager: Callable[[tuple[Any, ...]], Any],
     dynamic: bool | None,
-    key: object,
+    region: _cache.Region,
 ) -> Any:
-    """No cache entry of ``code`` for the compile ``key`` took the call: run one that does,
-    trace a new one, or (past the recompile limit, or for code that cannot be traced) run
-    eagerly."""
+    """No cache entry of ``code`` for the compile ``region`` took the call: run one that
+    does, trace a new one, or (past the recompile limit, or for code that cannot be traced)
+    run eagerly."""
+    key = region.key
     try:  # (the arguments are dropped as the call leaves: see run_eagerly)
         cache = _cache.cache_for(code)
         if cache.eager_reason is not None:
@@ -210,8 +215,12 @@ def _miss(
                 reason = reason if seen is None else f"{reason}; seen: {seen}"
             failed.append((entry.guarded_source(result.index), reason))
         cache.note_failures(failed)
-        if len(own) >= _cache.limit_for(code):
-            cache.warn_limit(code)
+        limit = _cache.limit_for(code, region)
+        if len(own) >= limit:
+            if runtime is None or _cache.fails_on_limit():
+                message = cache.limit_message(code, limit)
+                raise _cache.RecompileLimitExceeded(f"{message}.")
+            cache.warn_limit(code, limit)
             return eager(L)
         if failed:
             _events.recompile(code, failed[0][1])
@@ -253,6 +262,7 @@ def _miss(
             forget_frames(failure, sys.exc_info()[1])
             return _fall_back(code, cache, failure, eager, L)
         entry.key = key
+        entry.region_name = region.name
         added = cache.add(entry)
         _cache.count_break_cost(code, entry)
         _events.captured(code, entry)
@@ -330,7 +340,8 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
     if known is not None and known[0] is backend:
         return known[1]
     wrappers: weakref.WeakKeyDictionary[Any, Callable[..., Any]] = weakref.WeakKeyDictionary()
-    key = _cache.compile_key(backend, False)
+    region = _cache.region(backend, False)
+    key = region.key
 
     def run_code(
         code: types.CodeType, L: tuple[Any, ...], C: tuple[Any, ...], G: dict[str, Any]
@@ -358,7 +369,7 @@ def _break_runtime(backend: Any, dynamic: bool | None = None) -> BreakRuntime:
             def eager(L: tuple[Any, ...]) -> Any:
                 return run_eagerly(code, L, C, G)
 
-            return _miss(code, C, G, L, backend, runtime, eager, dynamic, key)
+            return _miss(code, C, G, L, backend, runtime, eager, dynamic, region)
         finally:
             _resume_depth[0] -= 1
             del L
@@ -429,91 +440,6 @@ def run_eagerly(
         del L  # (kept, a reference cycle through a passed exception: see _clearing)
 
 
-class CompiledModule(OriginalModuleProxy):
-    """A compiled ``nn.Module``: the original is its only child, ``_orig_mod``.
-
-    Each call runs what ``_orig_mod.forward`` is at that call, compiled (see
-    :mod:`.forwards`): a forward set on the instance or the class later is followed.
-    """
-
-    __sapwood_compiled_module__ = True
-
-    def __init__(
-        self,
-        module: torch.nn.Module,
-        backend: Any,
-        fullgraph: bool = False,
-        dynamic: bool | None = None,
-    ) -> None:
-        super().__init__()
-        self._orig_mod = module
-        forward = type(module).forward
-        if not isinstance(forward, types.FunctionType):
-            raise TypeError(f"{type(module).__qualname__}.forward is not a Python function")
-
-        def make(function: types.FunctionType) -> Callable[..., Any]:
-            return _compiled_function(function, backend, None, fullgraph, dynamic)
-
-        # The forward is compiled unbound and called with the module at each call, so a copy
-        # of the compiled module (``copy.deepcopy``) runs its own copy of the module.
-        object.__setattr__(self, "_sapwood_traced", forward)
-        object.__setattr__(self, "_sapwood_forward", make(forward))
-        object.__setattr__(self, "_sapwood_others", Forwards(make))
-        object.__setattr__(self, "_sapwood_fullgraph", fullgraph)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        # (``self._orig_mod`` goes through nn.Module.__getattr__; the child is always there)
-        module: torch.nn.Module = self._modules["_orig_mod"]  # type: ignore[assignment]
-        bound = module.forward  # what nn.Module.__call__ would run
-        if type(bound) is types.MethodType and bound.__func__ is self._sapwood_traced:
-            run, receiver = self._sapwood_forward, bound.__self__
-        else:
-            run, receiver = self._sapwood_others.resolve(bound)
-        if module._forward_hooks or module._forward_pre_hooks:
-            return self._forward_with_hooks(module, run, receiver, args, kwargs)
-        if receiver is NO_RECEIVER:
-            return run(*args, **kwargs)
-        return run(receiver, *args, **kwargs)
-
-    def _forward_with_hooks(
-        self,
-        module: torch.nn.Module,
-        run: Callable[..., Any],
-        receiver: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
-        # The original module's own forward (pre-)hooks run around the compiled forward,
-        # in Module._call_impl's order (they are Python code, as they would be eagerly).
-        if module._backward_hooks or module._backward_pre_hooks:
-            if self._sapwood_fullgraph:
-                raise Unsupported(
-                    f"backward hooks on the compiled module {type(module).__qualname__}"
-                )
-            return module(*args, **kwargs)  # eagerly, hooks and all
-        for hook_id, hook in list(module._forward_pre_hooks.items()):
-            if hook_id in module._forward_pre_hooks_with_kwargs:
-                result = hook(module, args, kwargs)
-                if result is not None:
-                    args, kwargs = result
-            else:
-                result = hook(module, args)
-                if result is not None:
-                    args = result if isinstance(result, tuple) else (result,)
-        if receiver is NO_RECEIVER:
-            output = run(*args, **kwargs)
-        else:
-            output = run(receiver, *args, **kwargs)
-        for hook_id, hook in list(module._forward_hooks.items()):
-            if hook_id in module._forward_hooks_with_kwargs:
-                result = hook(module, args, kwargs, output)
-            else:
-                result = hook(module, args, output)
-            if result is not None:
-                output = result
-        return output
-
-
 _python_warned = False
 
 
@@ -533,6 +459,9 @@ def compile(
     fullgraph: bool = False,
     dynamic: bool | None = None,
     ddp_split: bool = True,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    name: str | None = None,
 ) -> Any:
     """Compile a function or ``nn.Module`` into graphs handed to ``backend``.
 
@@ -545,6 +474,14 @@ def compile(
     symbolic from the start; ``False`` never (:func:`mark_dynamic`/:func:`mark_static` on a
     tensor override all three).
 
+    ``recompile_limit``: how many variants of the function this compile may trace before
+    calls that match none run eagerly (``fullgraph=True``: raise
+    :class:`RecompileLimitExceeded`); ``None``, torch's
+    ``torch._dynamo.config.recompile_limit`` if set, else 8. By default every compile of one
+    function with the same backend and ``fullgraph`` shares its variants (and the limit);
+    ``isolate_recompiles=True`` gives this compile its own. ``name`` labels this compile's
+    captures in the logs (``TORCH_LOGS``/``set_logs`` topics).
+
     A ``DistributedDataParallel`` module compiles to a :class:`CompiledDDP`: DDP's own
     ``forward`` runs eagerly and the model it wraps is compiled, each graph cut at DDP's
     gradient-bucket boundaries so the all-reduce of a bucket overlaps the rest of the
@@ -552,39 +489,70 @@ def compile(
     """
     if dynamic not in (None, True, False):
         raise TypeError(f"dynamic must be None, True or False, not {dynamic!r}")
+    if recompile_limit is not None and (type(recompile_limit) is not int or recompile_limit < 0):
+        raise TypeError(f"recompile_limit must be an int >= 0 or None, not {recompile_limit!r}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, not {type(name).__name__}")
     _warn_once_if_python_is_unsupported()
     if not callable(backend):
         raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
     _load_torch_compiler_modules()
-    if isinstance(fn_or_module, torch.nn.Module):
-        if is_ddp(fn_or_module) and not getattr(
-            type(fn_or_module.module), "__sapwood_compiled_module__", False
+    region = _cache.region(
+        backend,
+        fullgraph,
+        recompile_limit=recompile_limit,
+        isolate=bool(isolate_recompiles),
+        name=name,
+    )
+
+    return _compile_target(fn_or_module, backend, fullgraph, dynamic, ddp_split, region)
+
+
+def _compile_target(
+    target: Any,
+    backend: Any,
+    fullgraph: bool,
+    dynamic: bool | None,
+    ddp_split: bool,
+    region: _cache.Region,
+) -> Any:
+    """``compile`` of one target, its arguments checked."""
+
+    def compiled(fn: types.FunctionType, receiver: Any = None) -> Callable[..., Any]:
+        return _compiled_function(fn, backend, receiver, fullgraph, dynamic, region)
+
+    if isinstance(target, torch.nn.Module):
+        if is_ddp(target) and not getattr(
+            type(target.module), "__sapwood_compiled_module__", False
         ):
-            ddp_backend = bucketed_backend(fn_or_module, backend) if ddp_split else backend
+            ddp_backend = bucketed_backend(target, backend) if ddp_split else backend
+            ddp_region = dataclasses.replace(region, key=_cache.compile_key(ddp_backend, fullgraph))
 
             def compile_forward(function: Any) -> Callable[..., Any]:
-                return _compiled_function(function, ddp_backend, None, fullgraph, dynamic)
+                return _compiled_function(
+                    function, ddp_backend, None, fullgraph, dynamic, ddp_region
+                )
 
-            return CompiledDDP(fn_or_module, compile_forward)
-        return CompiledModule(fn_or_module, backend, fullgraph, dynamic)
-    fn = fn_or_module
+            return CompiledDDP(target, compile_forward)
+        return CompiledModule(target, compiled, fullgraph)
+    fn = target
     if type(fn) is functools.partial:
-        inner = compile(fn.func, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        inner = _compile_target(fn.func, backend, fullgraph, dynamic, ddp_split, region)
         return functools.partial(inner, *fn.args, **fn.keywords)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        return _compiled_function(fn.__func__, backend, fn.__self__, fullgraph, dynamic)
+        return compiled(fn.__func__, fn.__self__)
     if isinstance(fn, types.FunctionType):
         if is_disabled(fn):
             return fn
-        return _compiled_function(fn, backend, None, fullgraph, dynamic)
+        return compiled(fn)
     if not callable(fn):
         raise TypeError(f"cannot compile {fn!r}: it is not callable")
     call = next((k.__dict__["__call__"] for k in type(fn).__mro__ if "__call__" in vars(k)), None)
     if not isinstance(fn, type) and isinstance(call, types.FunctionType):
-        return _compiled_function(call, backend, fn, fullgraph, dynamic)  # a callable object
+        return compiled(call, fn)  # a callable object
     # a builtin, a class, a C method: a Python function calling it is compiled, so what the
     # call runs of the user's (a __bool__, an __init__, a callback) is traced like any code
-    return _compiled_function(caller_of(fn), backend, None, fullgraph, dynamic)
+    return compiled(caller_of(fn))
 
 
 def _loop_item_plan(code: types.CodeType) -> ShapePlan | None:

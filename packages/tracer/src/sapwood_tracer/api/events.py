@@ -133,8 +133,9 @@ def _emit(kind: str, data: dict[str, Any]) -> None:
         callback(kind, data)
 
 
-def _where(code: types.CodeType) -> str:
-    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+def _where(code: types.CodeType, entry: CacheEntry | None = None) -> str:
+    named = f" [{entry.region_name}]" if entry is not None and entry.region_name else ""
+    return f"{code.co_qualname}{named} ({code.co_filename}:{code.co_firstlineno})"
 
 
 def captured(code: types.CodeType, entry: CacheEntry) -> None:
@@ -159,12 +160,14 @@ def captured(code: types.CodeType, entry: CacheEntry) -> None:
         )
     if "guards" in topics:
         lines = "\n  ".join(g.render() for g in entry.guards)
-        _logger.getChild("guards").info("guards of %s:\n  %s", _where(code), lines)
+        _logger.getChild("guards").info("guards of %s:\n  %s", _where(code, entry), lines)
     if "graphs" in topics and entry.has_graph:
-        _logger.getChild("graphs").info("graph of %s:\n%s", _where(code), entry.graph_module.code)
+        _logger.getChild("graphs").info(
+            "graph of %s:\n%s", _where(code, entry), entry.graph_module.code
+        )
     if "bytecode" in topics:
         source = getattr(entry.fn, "__sapwood_source__", "")
-        text = f"entry of {_where(code)}:\n{source}"
+        text = f"entry of {_where(code, entry)}:\n{source}"
         if exit is not None:
             for cont in exit.continuations:
                 out = io.StringIO()

@@ -23,8 +23,8 @@ from sapwood_graph.buckets import BucketPlan
 
 from . import events as _events
 from .cache import reset
+from .compiled_module import CompiledModule
 from .distributed import is_ddp
-from .entry import CompiledModule
 from .entry import compile as _compile
 
 __all__ = ["BreakReport", "ExplainOutput", "GraphReport", "explain"]

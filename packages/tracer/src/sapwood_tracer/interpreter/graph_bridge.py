@@ -31,6 +31,7 @@ from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
 from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
 from .leaf_views import MadeLeaf, check_unwritten, make_leaf_source, shares_tensor, view_steps
+from .marked_dynamic import WatchedShapeEnv, specialized_marks, watch_marked_dims
 from .shape_plan import ShapePlan
 
 __all__ = ["GraphBridge"]
@@ -81,7 +82,7 @@ class GraphBridge:
     """Records one trace's graph."""
 
     def __init__(self, name: str, shape_plan: ShapePlan | None = None) -> None:
-        self.og = OutputGraph(name=name)
+        self.og = OutputGraph(name=name, shape_env=WatchedShapeEnv())
         self.shape_plan = shape_plan if shape_plan is not None else ShapePlan()
         self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
         #: the tensor object of each input value (by the value's id)
@@ -109,17 +110,27 @@ class GraphBridge:
         try:
             dims = self.shape_plan.tensor_dims(source, tensor)
             proxy = self.og.create_graph_input(
-                source, tensor, dynamic_dims=dims, static=_is_module_state(tx, tensor, source)
+                source,
+                tensor,
+                dynamic_dims=dims,
+                dim_ranges=self.shape_plan.tensor_ranges(tensor) if dims else None,
+                static=_is_module_state(tx, tensor, source),
             )
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         fake = proxy.node.meta["example_value"]
+        if dims:
+            watch_marked_dims(self.og.shape_env, tx.location, tensor, fake, source)
         value = TensorValue(proxy, fake, source)
         value.input_type = type(tensor)
         self.inputs[id(tensor)] = (tensor, value)
         self.input_objects[id(value)] = tensor
         self.input_order.append(source)
         return value
+
+    def specialized_marks(self) -> list[tuple[str, int, str | None]]:
+        """The ``mark_dynamic`` dims this trace specialised: ``(dim, size, file:line)``."""
+        return specialized_marks(self.og.shape_env)
 
     def input_object(self, value: Value) -> torch.Tensor | None:
         return self.input_objects.get(id(value))

@@ -27,7 +27,7 @@ import torch
 from sapwood_graph import ItemSource, LocalSource, Source
 
 from ..guards.sources import ReaderSource
-from ..marks import marked_dims
+from ..marks import marked_dims, marked_ranges
 from ..pymodel.loop_items import next_item
 
 __all__ = ["ShapePlan", "is_argument_source"]
@@ -67,6 +67,15 @@ class ShapePlan:
         dims |= marked_dims(tensor, dynamic=True)
         dims -= marked_dims(tensor, dynamic=False)
         return frozenset(d for d in dims if d < ndim)
+
+    def tensor_ranges(self, tensor: torch.Tensor) -> dict[int, tuple[int | None, int | None]]:
+        """The ``mark_dynamic(min=, max=)`` bounds of ``tensor``'s dims that hold its sizes
+        (a tensor resized out of its bounds since is traced for its new size unbounded)."""
+        return {
+            d: (low, high)
+            for d, (low, high) in marked_ranges(tensor).items()
+            if (low is None or tensor.size(d) >= low) and (high is None or tensor.size(d) <= high)
+        }
 
     def int_is_symbolic(self, source: Source) -> bool:
         if not is_argument_source(source):
