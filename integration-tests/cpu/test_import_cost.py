@@ -1,4 +1,5 @@
-"""What ``import sapwood`` loads: none of the torch stack it replaces or compiles with.
+"""What ``import sapwood`` loads: none of the torch stack it replaces or compiles with, and
+not sympy (sapwood's graph and guard code imports it at first use).
 
 torch._dynamo (TorchDynamo, the front end sapwood replaces) and torch._inductor are loaded
 when a compile first needs them (torch's ShapeEnv, a backend), not by the import: a program
@@ -10,10 +11,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-_HEAVY = ("torch._dynamo", "torch._inductor", "torch._numpy", "torch._functorch.aot_autograd")
+_HEAVY = (
+    "torch._dynamo",
+    "torch._inductor",
+    "torch._numpy",
+    "torch._functorch.aot_autograd",
+    # sympy and torch's symbolic shapes: a quarter of a second, first needed by a trace
+    "sympy",
+    "torch.fx.experimental.symbolic_shapes",
+)
 
 
-def test_import_sapwood_loads_neither_dynamo_nor_inductor() -> None:
+def test_import_sapwood_loads_neither_dynamo_nor_inductor_nor_sympy() -> None:
     code = (
         "import sys, torch\n"
         f"before = {{m for m in {_HEAVY!r} if m in sys.modules}}\n"

@@ -208,7 +208,7 @@ def test_compile_in_place_runs_the_modules_hooks_and_refuses_non_modules() -> No
     torch.testing.assert_close(
         model(x), torch.nn.functional.linear(x, model.weight, model.bias) * 2
     )
-    with pytest.raises(TypeError, match="nn.Module"):
+    with pytest.raises(TypeError, match=r"nn\.Module"):
         sapwood_backend.compile_in_place(lambda x: x)  # type: ignore[arg-type]
 
 

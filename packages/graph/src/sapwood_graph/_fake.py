@@ -21,9 +21,8 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import sympy
 import torch
 import torch._guards
 from torch._subclasses.fake_tensor import (
@@ -32,24 +31,32 @@ from torch._subclasses.fake_tensor import (
     FakeTensor,
     FakeTensorMode,
 )
-from torch.fx.experimental.symbolic_shapes import (
-    DimDynamic,
-    GuardOnDataDependentSymNode,
-    ShapeEnv,
-    StrictMinMaxConstraint,
-    free_symbols,
-)
-from torch.utils._sympy.numbers import int_oo
-from torch.utils._sympy.value_ranges import ValueRanges
 
+from sapwood_graph._lazy import lazy
 from sapwood_graph.errors import FakePropagationError, GraphInputError
 from sapwood_graph.sources import Source, TensorPropertySource
 
-_DATA_DEPENDENT = (
-    DataDependentOutputException,
-    DynamicOutputShapeException,
-    GuardOnDataDependentSymNode,
-)
+if TYPE_CHECKING:
+    import sympy
+    from torch.fx.experimental import symbolic_shapes
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.utils._sympy import numbers as sympy_numbers
+    from torch.utils._sympy import value_ranges
+else:
+    sympy = lazy("sympy")
+    symbolic_shapes = lazy("torch.fx.experimental.symbolic_shapes")
+    sympy_numbers = lazy("torch.utils._sympy.numbers")
+    value_ranges = lazy("torch.utils._sympy.value_ranges")
+
+
+@functools.cache
+def _data_dependent() -> tuple[type[BaseException], ...]:
+    """What a fake kernel raises when its result depends on the data."""
+    return (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        symbolic_shapes.GuardOnDataDependentSymNode,
+    )
 
 
 # torch's ShapeEnv wants its own Source type (it checks isinstance and reads ``.name``). Our
@@ -112,7 +119,8 @@ def new_fake_mode(shape_env: ShapeEnv | None) -> FakeTensorMode:
     # Real tensors reaching a kernel (a parameter used inside an installed subgraph or a user
     # function) are converted through the mode's memo, so they share the fakes of get_attr.
     return FakeTensorMode(
-        shape_env=shape_env if shape_env is not None else ShapeEnv(), allow_non_fake_inputs=True
+        shape_env=shape_env if shape_env is not None else symbolic_shapes.ShapeEnv(),
+        allow_non_fake_inputs=True,
     )
 
 
@@ -152,19 +160,21 @@ def fake_dynamic(
         prop = to_shape_env_source(TensorPropertySource(source, "size", d))
         bounds = ranges.get(d) if ranges else None
         if bounds is None:
-            expr = shape_env.create_symbol(int(size), prop, DimDynamic.DUCK)
+            expr = shape_env.create_symbol(int(size), prop, symbolic_shapes.DimDynamic.DUCK)
         else:
             low, high = bounds
-            constraint = StrictMinMaxConstraint(
+            constraint = symbolic_shapes.StrictMinMaxConstraint(
                 warn_only=False,
-                vr=ValueRanges(0 if low is None else low, int_oo if high is None else high),
+                vr=value_ranges.ValueRanges(
+                    0 if low is None else low, sympy_numbers.int_oo if high is None else high
+                ),
             )
             if int(size) not in constraint.vr:
                 raise GraphInputError(
                     f"{source}.size()[{d}] is {int(size)}, outside its bounds [{low}, {high}]"
                 )
             expr = shape_env.create_symbol(
-                int(size), prop, DimDynamic.DYNAMIC, constraint_dim=constraint
+                int(size), prop, symbolic_shapes.DimDynamic.DYNAMIC, constraint_dim=constraint
             )
         if isinstance(expr, sympy.Integer):
             sizes.append(int(expr))
@@ -199,7 +209,7 @@ def fake_symint(mode: FakeTensorMode, value: int, source: Source) -> Any:
     shape_env = mode.shape_env
     assert shape_env is not None
     return shape_env.create_unspecified_symint_and_symbol(
-        value, to_shape_env_source(source), DimDynamic.DYNAMIC
+        value, to_shape_env_source(source), symbolic_shapes.DimDynamic.DYNAMIC
     )
 
 
@@ -211,7 +221,7 @@ def symbols_of(value: Any) -> list[sympy.Symbol]:
             out.update(dict.fromkeys(symbols_of(item)))
         return list(out)
     if isinstance(value, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return list(free_symbols(value))
+        return list(symbolic_shapes.free_symbols(value))
     return []
 
 
@@ -274,7 +284,7 @@ def propagate(mode: FakeTensorMode, name: str, run: Callable[[], Any]) -> Any:
             return run()
     except FakePropagationError:
         raise
-    except _DATA_DEPENDENT as exc:
+    except _data_dependent() as exc:
         raise FakePropagationError(name, _first_line(exc), data_dependent=True) from exc
     except Exception as exc:
         raise FakePropagationError(name, f"{type(exc).__name__}: {_first_line(exc)}") from exc

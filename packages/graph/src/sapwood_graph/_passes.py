@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
 import torch
 import torch.fx
 
 from sapwood_graph._fake import symbols_of
+
+if TYPE_CHECKING:
+    import sympy
 
 _MUTATING_FUNCTIONS = frozenset(
     {

@@ -20,18 +20,26 @@ frontend cannot check them before running the graph.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
 import torch
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-from torch.utils._sympy.numbers import int_oo
 
 from sapwood_graph._fake import sapwood_source
+from sapwood_graph._lazy import lazy
 from sapwood_graph.guards import Guard, GuardKind
 from sapwood_graph.sources import Source, TensorPropertySource
 
-_UNBOUNDED = (sympy.oo, -sympy.oo, int_oo, -int_oo)
+if TYPE_CHECKING:
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+else:
+    sympy = lazy("sympy")
+_sympy_numbers = lazy("torch.utils._sympy.numbers")
+
+
+def _unbounded(bound: Any) -> bool:
+    int_oo = _sympy_numbers.int_oo
+    return bound in (sympy.oo, -sympy.oo, int_oo, -int_oo)
 
 
 def produce_shape_guards(
@@ -70,9 +78,9 @@ def produce_shape_guards(
         vr = shape_env.var_to_range.get(symbol)
         if vr is None:
             continue
-        if vr.lower not in _UNBOUNDED:
+        if not _unbounded(vr.lower):
             emit(sympy.Ge(symbol, vr.lower), primary)
-        if vr.upper not in _UNBOUNDED:
+        if not _unbounded(vr.upper):
             emit(sympy.Le(symbol, vr.upper), primary)
 
     for recorded in shape_env.guards:

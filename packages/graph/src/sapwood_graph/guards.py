@@ -27,14 +27,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import sympy
 import torch
-from sympy.printing.str import StrPrinter
 
+from sapwood_graph._lazy import lazy
 from sapwood_graph.sources import Source
+
+if TYPE_CHECKING:
+    import sympy
+else:
+    sympy = lazy("sympy")
 
 __all__ = ["Guard", "GuardKind", "GuardSet", "TensorSpec"]
 
@@ -216,8 +221,19 @@ class GuardSet:
         return f"GuardSet({len(self)} guards)"
 
 
-class _SourcePrinter(StrPrinter):
-    """Prints sympy with symbols replaced by source text and relations in Python syntax."""
+@functools.cache
+def _source_printer() -> type:
+    """sympy's printer, made when first needed (sympy is imported lazily)."""
+    from sympy.printing.str import StrPrinter
+
+    return type("_SourcePrinter", (_SourcePrinting, StrPrinter), {})
+
+
+class _SourcePrinting:
+    """Prints sympy with symbols replaced by source text and relations in Python syntax
+    (mixed into sympy's ``StrPrinter``)."""
+
+    _print: Any
 
     def __init__(self, names: dict[sympy.Symbol, str]) -> None:
         super().__init__()
@@ -251,4 +267,5 @@ class _SourcePrinter(StrPrinter):
 def render_expr(expr: sympy.Basic, sources: dict[sympy.Symbol, Source] | Sequence[Any]) -> str:
     """Render a sympy expression with each bound symbol written as its source."""
     mapping = dict(sources)
-    return _SourcePrinter({sym: str(src) for sym, src in mapping.items()}).doprint(expr)
+    printer = _source_printer()({sym: str(src) for sym, src in mapping.items()})
+    return cast(str, printer.doprint(expr))

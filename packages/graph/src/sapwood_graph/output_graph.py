@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from sapwood_graph import _passes
 from sapwood_graph._fake import fake_dynamic, fake_static, fake_symint, new_fake_mode, shielded
+from sapwood_graph._lazy import lazy
 from sapwood_graph._naming import source_stem, unique
 from sapwood_graph._shape_guards import produce_shape_guards
 from sapwood_graph.compiled import Backend, CompiledGraph, OutputSpec, _Constant
@@ -50,6 +49,12 @@ from sapwood_graph.errors import BackendCompilerFailed, GraphError, GraphInputEr
 from sapwood_graph.guards import Guard, GuardKind, GuardSet, TensorSpec
 from sapwood_graph.sources import Source, TensorPropertySource
 from sapwood_graph.tracer import SubgraphTracer
+
+if TYPE_CHECKING:
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+else:
+    sympy = lazy("sympy")
 
 __all__ = ["GraphInput", "OutputGraph"]
 

@@ -29,17 +29,22 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import sympy
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.proxy import TracerBase
 
 from sapwood_graph._fake import fake_static, op_name, propagate, shielded, symbols_of
+from sapwood_graph._lazy import lazy
 from sapwood_graph.errors import GraphInputError, SubgraphError
 from sapwood_graph.sources import Source
+
+if TYPE_CHECKING:
+    import sympy
+else:
+    sympy = lazy("sympy")
 
 
 class GraphOwner(Protocol):
@@ -96,10 +101,10 @@ class _Proxy(torch.fx.Proxy):
         return f"Proxy({self.node.name})"
 
 
-_SYMPY_OPS: dict[type, Callable[[Any, Any], Any]] = {
-    sympy.Add: operator.add,
-    sympy.Mul: operator.mul,
-}
+def _sympy_op(expr: Any) -> Callable[[Any, Any], Any] | None:
+    """The operator a sympy sum or product node stands for (None for others)."""
+    kind = type(expr)
+    return operator.add if kind is sympy.Add else operator.mul if kind is sympy.Mul else None
 
 
 class SubgraphTracer(TracerBase):
@@ -463,7 +468,7 @@ class SubgraphTracer(TracerBase):
             return self.symbol_proxy(expr).node
         if isinstance(expr, sympy.Integer):
             return int(expr)
-        op = _SYMPY_OPS.get(type(expr))
+        op = _sympy_op(expr)
         if op is None and isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
             base = self._expr_node(expr.base, original)
             return self.create_proxy(

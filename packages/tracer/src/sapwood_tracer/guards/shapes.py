@@ -19,33 +19,44 @@ Invariants (the same as the rest of the generated code):
 from __future__ import annotations
 
 import fractions
+import functools
 import math
-from typing import Any
-
-import sympy
-from torch.utils._sympy import functions as torch_sympy
+from typing import TYPE_CHECKING, Any
 
 from sapwood_graph import Guard, TensorSpec
 
 from ..errors import Unsupported
 from .emitter import Emitter
 
+if TYPE_CHECKING:
+    import sympy
+
 __all__ = ["dynamic_tensor_check", "shape_guard_check"]
 
-_RELATIONS = {
-    sympy.Eq: "==",
-    sympy.Ne: "!=",
-    sympy.Lt: "<",
-    sympy.Le: "<=",
-    sympy.Gt: ">",
-    sympy.Ge: ">=",
-}
+# (sympy is imported where a shape guard is first rendered, not with sapwood: it costs about
+# a quarter of a second to import)
+
+
+@functools.cache
+def _relations() -> dict[type, str]:
+    import sympy
+
+    return {
+        sympy.Eq: "==",
+        sympy.Ne: "!=",
+        sympy.Lt: "<",
+        sympy.Le: "<=",
+        sympy.Gt: ">",
+        sympy.Ge: ">=",
+    }
 
 
 def shape_guard_check(em: Emitter, guard: Guard, indent: str) -> str:
     """A Python condition equivalent to the ``SHAPE`` guard's expression."""
     names = {symbol: em.source(source, indent) for symbol, source in guard.symbols}
     expr = guard.expected
+    import sympy
+
     if not isinstance(expr, sympy.Basic):
         raise Unsupported(f"a shape guard that is not an expression ({expr!r})")
     return _ShapeRenderer(em, names).render(expr)
@@ -76,6 +87,8 @@ class _ShapeRenderer:
         self.names = names
 
     def render(self, expr: Any) -> str:
+        import sympy
+
         if expr is sympy.true:
             return "True"
         if expr is sympy.false:
@@ -90,7 +103,7 @@ class _ShapeRenderer:
         if isinstance(expr, sympy.Rational):
             # exact: a Fraction compares exactly with ints
             return self.em.const(fractions.Fraction(int(expr.p), int(expr.q)))
-        relation = _RELATIONS.get(type(expr))
+        relation = _relations().get(type(expr))
         if relation is not None:
             return f"({self.render(expr.lhs)} {relation} {self.render(expr.rhs)})"
         if isinstance(expr, sympy.And):
@@ -111,6 +124,9 @@ class _ShapeRenderer:
         return self._function(expr)
 
     def _function(self, expr: Any) -> str:
+        import sympy
+        from torch.utils._sympy import functions as torch_sympy
+
         args = [self.render(a) for a in expr.args]
         if isinstance(expr, (torch_sympy.FloorDiv, torch_sympy.CleanDiv)):
             return f"({args[0]} // {args[1]})"

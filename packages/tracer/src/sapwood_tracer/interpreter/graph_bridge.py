@@ -13,7 +13,6 @@ import operator
 from collections.abc import Iterator
 from typing import Any
 
-import sympy
 import torch
 
 from sapwood_graph import (
@@ -31,7 +30,7 @@ from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
 from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
 from .leaf_views import MadeLeaf, check_unwritten, make_leaf_source, shares_tensor, view_steps
-from .marked_dynamic import WatchedShapeEnv, specialized_marks, watch_marked_dims
+from .marked_dynamic import specialized_marks, watch_marked_dims, watched_shape_env
 from .shape_plan import ShapePlan
 
 __all__ = ["GraphBridge"]
@@ -82,7 +81,7 @@ class GraphBridge:
     """Records one trace's graph."""
 
     def __init__(self, name: str, shape_plan: ShapePlan | None = None) -> None:
-        self.og = OutputGraph(name=name, shape_env=WatchedShapeEnv())
+        self.og = OutputGraph(name=name, shape_env=watched_shape_env())
         self.shape_plan = shape_plan if shape_plan is not None else ShapePlan()
         self.inputs: dict[int, tuple[torch.Tensor, TensorValue]] = {}
         #: the tensor object of each input value (by the value's id)
@@ -207,6 +206,8 @@ class GraphBridge:
     def symbol_proxy(self, expr: Any) -> Any | None:
         """The graph input bound to the size symbol ``expr`` (no node needed), or None."""
         root = self.og.root
+        import sympy  # (at first use: importing sympy with sapwood would cost 0.25 s)
+
         if isinstance(expr, sympy.Symbol) and expr in root.bound_symbols:
             return root.symbol_proxy(expr)
         return None

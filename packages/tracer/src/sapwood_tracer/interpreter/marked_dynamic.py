@@ -7,33 +7,39 @@ is still right (its guards pin the size), but the user asked for a dim that vari
 trace reports it (a warning, or an error under ``fullgraph=True``) with the user's line that
 specialised it.
 
-Invariant: the ShapeEnv of a trace is a :class:`WatchedShapeEnv`; the line is taken when the
+Invariant: the ShapeEnv of a trace is a :func:`watched_shape_env`; the line is taken when the
 ShapeEnv records the replacement (torch's ``_set_replacement``). Should torch rename that
 method, the specialisation is still found after the trace, without a line.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sympy
 import torch
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from sapwood_graph import Source
 
 from ..errors import SpecializedDimWarning, Unsupported, user_stacklevel
 from ..marks import marked_dims
 
-__all__ = ["WatchedShapeEnv", "report_specialized", "specialized_marks", "watch_marked_dims"]
+if TYPE_CHECKING:
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+__all__ = ["report_specialized", "specialized_marks", "watch_marked_dims", "watched_shape_env"]
 
 
-class WatchedShapeEnv(ShapeEnv):
-    """torch's ShapeEnv, noting the traced line where a watched symbol became a number."""
+class _Watching:
+    """Mixed into torch's ShapeEnv: notes the traced line where a watched symbol became a
+    number."""
+
+    replacements: dict[Any, Any]
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,19 +50,35 @@ class WatchedShapeEnv(ShapeEnv):
         self.locate: Callable[[], str | None] | None = None
 
     def _set_replacement(self, a: sympy.Symbol, tgt: sympy.Expr, msg: str) -> None:
-        super()._set_replacement(a, tgt, msg)
+        super()._set_replacement(a, tgt, msg)  # type: ignore[misc]
         if a in self.watched and a not in self.where and self.locate is not None:
             replaced = self.replacements.get(a)
             if replaced is not None and replaced.is_number:
                 self.where[a] = self.locate()
 
 
+@functools.cache
+def _watched_class() -> type:
+    # (made at the first trace: torch's symbolic-shapes module imports sympy, 0.25 s)
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return type("WatchedShapeEnv", (_Watching, ShapeEnv), {})
+
+
+def watched_shape_env() -> ShapeEnv:
+    """A ShapeEnv for one trace that notes where marked dims are specialised."""
+    env: ShapeEnv = _watched_class()()
+    return env
+
+
 def watch_marked_dims(
     env: ShapeEnv, locate: Callable[[], str | None], tensor: torch.Tensor, fake: Any, source: Source
 ) -> None:
     """Watch the symbols of ``tensor``'s dims marked with ``mark_dynamic``."""
-    if not isinstance(env, WatchedShapeEnv):
+    if not isinstance(env, _Watching):
         return
+    import sympy
+
     for d in sorted(marked_dims(tensor, dynamic=True, strict=True)):
         size = fake.shape[d]
         if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
@@ -66,7 +88,7 @@ def watch_marked_dims(
 
 def specialized_marks(env: ShapeEnv) -> list[tuple[str, int, str | None]]:
     """``(dim, size, file:line or None)`` of each watched dim the trace specialised."""
-    if not isinstance(env, WatchedShapeEnv):
+    if not isinstance(env, _Watching):
         return []
     out = []
     for symbol, what in env.watched.items():
