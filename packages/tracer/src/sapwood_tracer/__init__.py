@@ -17,6 +17,8 @@ Public API:
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly;
   :class:`RecompileLimitExceeded` — raised instead under ``fullgraph=True``.
+* :class:`TorchConfigWarning` — a changed ``torch._dynamo.config`` value sapwood does not
+  implement (warned once per value).
 * :class:`StanceNotSupported` — a ``torch.compiler.set_stance`` setting sapwood does not
   implement is in force (compiled calls raise it).
 * :class:`UnsupportedPythonWarning` — the running Python's bytecode is unknown; code runs
@@ -34,6 +36,7 @@ from .api.entry import compile
 from .api.events import set_logs
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .api.stance import StanceNotSupported
+from .api.torch_config import TorchConfigWarning
 from .errors import (
     EagerFallbackWarning,
     SpecializedDimWarning,
@@ -69,6 +72,7 @@ __all__ = [
     "RecompileLimitWarning",
     "SpecializedDimWarning",
     "StanceNotSupported",
+    "TorchConfigWarning",
     "TracerError",
     "Unsupported",
     "UnsupportedPythonWarning",

@@ -43,6 +43,7 @@ from ..marks import is_disabled
 from ..pinned import replaced_builtins
 from . import cache as _cache
 from . import events as _events
+from . import torch_config
 from .binding import binder, call_bound
 from .capture import capture
 from .compiled_module import CompiledModule
@@ -224,6 +225,9 @@ def _miss(
             return eager(L)
         if failed:
             _events.recompile(code, failed[0][1])
+            if torch_config.error_on_recompile():
+                raise _recompile_error(code, failed[0][1])
+        torch_config.warn_unread()
         too_costly = _cache.over_break_cost(code)
         if too_costly is not None:
             if runtime is None:
@@ -231,8 +235,9 @@ def _miss(
             return _fall_back(code, cache, Unsupported(too_costly), eager, L)
         try:
             # dynamic shapes: which sizes the new trace makes symbolic (see _dynamic)
-            shape_plan = plan_after_miss(code, own, L, closure, f_globals, dynamic)
-            if not own and dynamic is None:
+            mode = torch_config.shape_mode(dynamic)
+            shape_plan = plan_after_miss(code, own, L, closure, f_globals, mode)
+            if not own and mode is None:
                 shape_plan = _loop_item_plan(code) or shape_plan
             entry = capture(
                 code,
@@ -282,6 +287,16 @@ def _miss(
         return result
     finally:
         del L
+
+
+def _recompile_error(code: types.CodeType, failed: str) -> Exception:
+    """torch's ``RecompileError`` (``torch._dynamo.config.error_on_recompile``)."""
+    from torch._dynamo.exc import RecompileError
+
+    return RecompileError(
+        f"sapwood: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) would "
+        f"recompile while torch._dynamo.config.error_on_recompile is set; {failed}"
+    )
 
 
 def _fall_back(
@@ -505,7 +520,8 @@ def compile(
         name=name,
     )
 
-    return _compile_target(fn_or_module, backend, fullgraph, dynamic, ddp_split, region)
+    split = torch_config.ddp_split(ddp_split)
+    return _compile_target(fn_or_module, backend, fullgraph, dynamic, split, region)
 
 
 def _compile_target(
