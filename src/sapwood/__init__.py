@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import sapwood_cudagraph_trees as _trees
 import sapwood_tracer as _tracer
-from sapwood_backend import compile, compile_in_place, list_backends, register_backend
+from sapwood_backend import (
+    compile,
+    compile_in_place,
+    list_backends,
+    load_artifacts,
+    register_backend,
+    save_artifacts,
+)
 from sapwood_cudagraph_trees import mark_step_begin
 from sapwood_tracer import (
     allow_in_graph,
@@ -48,6 +55,7 @@ __all__ = [
     "explain",
     "graph_break",
     "list_backends",
+    "load_artifacts",
     "mark_dynamic",
     "mark_static",
     "mark_static_address",
@@ -55,6 +63,7 @@ __all__ = [
     "maybe_mark_dynamic",
     "register_backend",
     "reset",
+    "save_artifacts",
     "set_logs",
 ]
 

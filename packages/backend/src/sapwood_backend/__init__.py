@@ -15,6 +15,7 @@ from the ``sapwood.backends`` entry-point group) or passed as callables::
 
 from . import builtin as _builtin  # registers eager, aot_eager, inductor
 from . import cudagraphs as _cudagraphs  # registers cudagraphs
+from .artifacts import ArtifactsWarning, load_artifacts, save_artifacts
 from .entry import compile, compile_in_place
 from .modes import MODES, InvalidModeError, resolve_backend, torch_backend
 from .registry import (
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ENTRY_POINT_GROUP",
     "MODES",
+    "ArtifactsWarning",
     "Backend",
     "BackendError",
     "InvalidModeError",
@@ -40,9 +42,11 @@ __all__ = [
     "compile",
     "compile_in_place",
     "list_backends",
+    "load_artifacts",
     "lookup_backend",
     "register_backend",
     "resolve_backend",
+    "save_artifacts",
     "torch_backend",
 ]
 
