@@ -50,6 +50,7 @@ __all__ = [
     "allow_in_graph",
     "compile",
     "compile_in_place",
+    "compile_times",
     "disable",
     "disallow_in_graph",
     "explain",
@@ -72,3 +73,18 @@ def reset() -> None:
     """Forget every compiled entry and free every CUDA graph and its memory pool."""
     _tracer.reset()
     _trees.reset()
+
+
+def compile_times() -> dict[str, float]:
+    """Seconds spent compiling so far in this process, by stage: ``trace``, ``backend`` (of
+    which ``aot_autograd`` and ``inductor``), ``entry`` (guards and the generated entry
+    code), ``total``, and ``cudagraph_recording`` (recording CUDA graphs in the tree modes,
+    at the first calls); ``captures`` counts the captures."""
+    import torch
+
+    times = _tracer.compile_times()
+    devices = range(torch.cuda.device_count()) if torch.cuda.is_available() else range(0)
+    recording = sum(f.recording_seconds for d in devices for f in _trees.tree_info(d).functions)
+    if recording:
+        times["cudagraph_recording"] = recording
+    return times

@@ -68,3 +68,35 @@ def test_torch_logs_in_the_environment() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "['bytecode', 'graph_breaks', 'guards']"
+
+
+def test_the_compile_topic_says_each_stage_and_compile_times_sum_them(caplog) -> None:
+    def fn(x):
+        return x.sin() + 1
+
+    before = sapwood_tracer.compile_times()
+    backend_calls = []
+
+    def backend(gm, example_inputs):
+        backend_calls.append(gm)
+        gm.meta["sapwood_stage_times"] = {"aot_autograd": 0.25, "inductor": 0.5}
+        return gm.forward
+
+    sapwood_tracer.set_logs(compile=True)
+    with caplog.at_level(logging.INFO, logger="sapwood"):
+        sapwood_tracer.compile(fn, backend=backend)(torch.ones(3))
+    text = caplog.text
+    assert "] tracing " in text or "tracing test_" in text
+    assert "compiling the graph of" in text and "(3 ops) with backend" in text
+    assert "<locals>.fn (" in text and "AOT autograd 0.25 s, Inductor 0.50 s" in text
+    after = sapwood_tracer.compile_times()
+    assert after["captures"] == before.get("captures", 0) + 1
+    assert after["inductor"] - before.get("inductor", 0.0) == pytest.approx(0.5)
+    assert after["total"] > before.get("total", 0.0)
+
+
+def test_torchs_dynamo_log_turns_the_compile_topic_on(caplog) -> None:
+    torch._logging.set_logs(dynamo=logging.INFO)
+    assert "compile" in events.enabled_topics()
+    torch._logging.set_logs()
+    assert "compile" not in events.enabled_topics()

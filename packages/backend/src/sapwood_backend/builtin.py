@@ -28,6 +28,7 @@ from .input_asserts import (
     without_input_asserts,
 )
 from .registry import register_backend
+from .stage_times import timed_stages
 
 __all__ = [
     "aot_eager",
@@ -76,14 +77,15 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callab
     from torch._functorch.aot_autograd import aot_module_simplified
 
     single = not _returns_sequence(gm)
-    compiled = aot_module_simplified(
-        _with_tuple_output(gm) if single else gm,
-        list(example_inputs),
-        fw_compiler=_boxed_nop,
-        bw_compiler=_boxed_nop,
-        inference_compiler=_boxed_nop,
-        keep_inference_input_mutations=True,
-    )
+    with timed_stages(gm):
+        compiled = aot_module_simplified(
+            _with_tuple_output(gm) if single else gm,
+            list(example_inputs),
+            fw_compiler=_boxed_nop,
+            bw_compiler=_boxed_nop,
+            inference_compiler=_boxed_nop,
+            keep_inference_input_mutations=True,
+        )
     if not single:
         return compiled
 
@@ -207,7 +209,7 @@ def inductor_with(config_patches: dict[str, Any] | None = None) -> Callable[...,
                 },
                 layouts=layouts,
             )
-        with cacheable_inputs(example_inputs) as inputs:
+        with timed_stages(gm), cacheable_inputs(example_inputs) as inputs:
             compiled = compile_fx(gm, inputs, config_patches=patches or None, **extra)
         return direct_call(cast(Callable[..., Any], compiled))
 

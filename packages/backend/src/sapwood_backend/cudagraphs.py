@@ -46,6 +46,7 @@ from .builtin import direct_call, static_top_level_inputs
 from .compile_cache import cacheable_inputs
 from .host_copies import hoist_host_copies
 from .registry import register_backend
+from .stage_times import timed_stages
 
 __all__ = ["cudagraphs", "inductor_on_trees", "mutated_placeholders"]
 
@@ -231,6 +232,7 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         from torch._functorch import config as functorch_config
         from torch._inductor.compile_fx import compile_fx
 
+        original = gm  # (where the stage times are noted for the front end)
         hoisted = hoist_host_copies(gm, example_inputs)
         if hoisted is not None:
             gm, example_inputs = hoisted.gm, hoisted.example_inputs
@@ -244,6 +246,7 @@ def inductor_on_trees(config_patches: dict[str, Any] | None = None) -> Callable[
         # a hit would skip the trees and run Inductor's code with no CUDA graph at all
         # (Inductor's FX graph cache still applies: the inner compile runs on a hit there)
         with (
+            timed_stages(original),
             functorch_config.patch(enable_autograd_cache=False),
             cacheable_inputs(example_inputs) as inputs,
         ):
@@ -263,8 +266,8 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
 
     hoisted = hoist_host_copies(gm, example_inputs)
     if hoisted is not None:
-        gm, example_inputs = hoisted.gm, hoisted.example_inputs
-        return hoisted.wrap(cudagraphs(gm, example_inputs))
+        with timed_stages(gm):
+            return hoisted.wrap(cudagraphs(hoisted.gm, hoisted.example_inputs))
     user_input_count = len(example_inputs)
     top_level_static = static_top_level_inputs(gm, example_inputs)
     device_index = _cuda_device_index(example_inputs)
@@ -303,11 +306,12 @@ def cudagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Calla
 
         return compile_graph
 
-    return aot_module_simplified(
-        gm,
-        list(example_inputs),
-        fw_compiler=wrap("forward"),
-        bw_compiler=wrap("backward"),
-        inference_compiler=wrap("inference"),
-        keep_inference_input_mutations=True,
-    )
+    with timed_stages(gm):
+        return aot_module_simplified(
+            gm,
+            list(example_inputs),
+            fw_compiler=wrap("forward"),
+            bw_compiler=wrap("backward"),
+            inference_compiler=wrap("inference"),
+            keep_inference_input_mutations=True,
+        )

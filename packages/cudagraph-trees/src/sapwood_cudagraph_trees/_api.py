@@ -205,6 +205,7 @@ def tree_info(device_index: int) -> TreeInfo:
                 live_recordings=len(fn.nodes()),
                 eager_reason=fn.eager_reason,
                 fallbacks=dict(fn.fallbacks),
+                recording_seconds=fn.recording_seconds,
             )
         )
     runtime.live.prune()

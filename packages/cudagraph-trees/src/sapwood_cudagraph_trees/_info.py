@@ -33,6 +33,8 @@ class FunctionInfo:
     live_recordings: int
     eager_reason: str | None
     fallbacks: dict[str, int]
+    #: seconds spent recording this function's CUDA graphs
+    recording_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -416,6 +417,7 @@ class TreeFunction:
         self.eager_devices: tuple[Any, ...] | None = None  # of the outputs, at warm-up
         self.fallbacks: collections.Counter[str] = collections.Counter()
         self.warmups = self.recordings = self.replays = self.evictions = 0
+        self.recording_seconds = 0.0  # (recording attempts, those that ran eagerly included)
         self.static_rerecords = self.host_rerecords = 0
         self._lru: collections.OrderedDict[int, TreeNode] = collections.OrderedDict()
         self._by_key: dict[tuple[Any, ...], list[TreeNode]] = {}
@@ -578,4 +580,8 @@ class TreeFunction:
             self._evict_one()
             if len(self._lru) == before:
                 break
-        return runtime.record(self, key, inputs)
+        started = time.perf_counter()
+        try:
+            return runtime.record(self, key, inputs)
+        finally:
+            self.recording_seconds += time.perf_counter() - started

@@ -13,7 +13,7 @@ The graph-building API knows nothing of bytecode; any frontend can use it:
 """
 
 from sapwood_graph.buckets import BucketPlan, GradientBucket, split_at_buckets
-from sapwood_graph.compiled import Backend, CompiledGraph, OutputSpec
+from sapwood_graph.compiled import STAGE_TIMES_META_KEY, Backend, CompiledGraph, OutputSpec
 from sapwood_graph.errors import (
     BackendCompilerFailed,
     FakePropagationError,
@@ -41,6 +41,7 @@ from sapwood_graph.tracer import SubgraphTracer
 __version__ = "0.1.0"
 
 __all__ = [
+    "STAGE_TIMES_META_KEY",
     "AttrSource",
     "Backend",
     "BackendCompilerFailed",

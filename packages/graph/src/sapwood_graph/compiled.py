@@ -22,10 +22,14 @@ import torch.utils._pytree as pytree
 from sapwood_graph.guards import GuardSet
 from sapwood_graph.sources import Source
 
-__all__ = ["Backend", "CompiledGraph", "OutputSpec"]
+__all__ = ["STAGE_TIMES_META_KEY", "Backend", "CompiledGraph", "OutputSpec"]
 
 #: The backend protocol shared with ``torch.compile``: ``backend(gm, example_inputs) -> callable``.
 Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+
+#: Where a backend may note the seconds its own stages took (``gm.meta[STAGE_TIMES_META_KEY]
+#: = {"aot_autograd": 0.4, "inductor": 2.1}``) for a frontend to report with its own.
+STAGE_TIMES_META_KEY = "sapwood_stage_times"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,8 @@ Public API:
   — make a tensor's dim symbolic, or keep it static, whatever ``compile(dynamic=...)`` says
   (:class:`SpecializedDimWarning`: code specialised a marked dim); :func:`mark_static_address` — a tensor that
   keeps its storage (a static key/value cache), read and written in place by CUDA graphs.
-* :func:`set_logs` — switch the log topics (graph breaks, recompiles, guards, ...) from code.
+* :func:`set_logs` — switch the log topics (graph breaks, recompiles, guards, ...) from code;
+  :func:`compile_times` — seconds spent compiling so far, by stage.
 * :class:`Unsupported` — a construct the tracer cannot capture (names it and ``file:line``).
 * :class:`RecompileLimitWarning` — a function that kept recompiling now runs eagerly;
   :class:`RecompileLimitExceeded` — raised instead under ``fullgraph=True``.
@@ -33,7 +34,7 @@ from .api.cache import RecompileLimitExceeded, RecompileLimitWarning, reset
 from .api.compiled_module import CompiledModule
 from .api.distributed import CompiledDDP
 from .api.entry import compile
-from .api.events import set_logs
+from .api.events import compile_times, set_logs
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .api.stance import StanceNotSupported
 from .api.torch_config import TorchConfigWarning
@@ -79,6 +80,7 @@ __all__ = [
     "__version__",
     "allow_in_graph",
     "compile",
+    "compile_times",
     "disable",
     "disallow_in_graph",
     "explain",

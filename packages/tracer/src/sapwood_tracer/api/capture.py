@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from sapwood_graph import (
+    STAGE_TIMES_META_KEY,
     AttrSource,
     BackendCompilerFailed,
     ClosureCellSource,
@@ -55,6 +56,7 @@ from ..pymodel.construct import inspects_frames, makes_weak_references
 from ..values.base import Value
 from ..values.contexts import settle_loose_grad_mode
 from ..values.modules import ModuleValue
+from . import events as _events
 from .cache import CacheEntry
 from .compile_ids import compile_context
 
@@ -233,6 +235,7 @@ def _trace_and_build(
         pieces = exit is not None or resume_info(code) is not None
         traced = time.perf_counter()
         report_specialized(code, graph.specialized_marks(), fullgraph=runtime is None)
+        _events.backend_called(code, backend, len(graph.og.root.graph.nodes))
         compiled = graph.compile(collector.proxies, _skipping_empty(backend) if pieces else backend)
         backend_done = time.perf_counter()
         collector.frozen = True
@@ -299,6 +302,9 @@ def _trace_and_build(
         "backend": backend_done - traced,
         "entry": time.perf_counter() - backend_done,
     }
+    stages = compiled.graph_module.meta.get(STAGE_TIMES_META_KEY)
+    if isinstance(stages, dict):  # the backend's own stages (AOT autograd, Inductor)
+        entry.times.update({k: float(v) for k, v in stages.items() if isinstance(v, float)})
     return entry
 
 

@@ -239,6 +239,7 @@ def _miss(
             shape_plan = plan_after_miss(code, own, L, closure, f_globals, mode)
             if not own and mode is None:
                 shape_plan = _loop_item_plan(code) or shape_plan
+            _events.tracing(code)
             entry = capture(
                 code,
                 f_globals,

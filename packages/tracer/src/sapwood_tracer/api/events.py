@@ -1,7 +1,9 @@
 """What the tracer did, for ``explain()`` and for the logs.
 
 Topics: ``graph_breaks``, ``recompiles``, ``guards``, ``bytecode`` (the generated entry and
-resume code), ``graphs`` (the FX graph of each capture). They are on where any of these says
+resume code), ``graphs`` (the FX graph of each capture), ``compile`` (a line as each capture
+starts tracing, calls its backend and ends, with the seconds of each stage; torch's ``dynamo``
+log at INFO turns it on too). They are on where any of these says
 so: ``SAPWOOD_LOGS`` (a comma-separated list, or ``all``, read at import), :func:`set_logs`
 from code, or torch's own logging switches for the same artifacts (``TORCH_LOGS=recompiles``,
 ``torch._logging.set_logs(graph_breaks=True)``; torch's ``graph_code`` and ``graph`` are
@@ -27,9 +29,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .cache import CacheEntry
 
-__all__ = ["TOPICS", "captured", "enabled_topics", "listen", "recompile", "set_logs", "skipped"]
+__all__ = [
+    "TOPICS",
+    "backend_called",
+    "captured",
+    "compile_times",
+    "enabled_topics",
+    "listen",
+    "recompile",
+    "set_logs",
+    "skipped",
+    "tracing",
+]
 
-TOPICS = ("graph_breaks", "recompiles", "guards", "bytecode", "graphs")
+TOPICS = ("graph_breaks", "recompiles", "guards", "bytecode", "graphs", "compile")
 
 _listeners: list[Callable[[str, dict[str, Any]], None]] = []
 _logger = logging.getLogger("sapwood")
@@ -80,6 +93,7 @@ def set_logs(
     guards: bool = False,
     bytecode: bool = False,
     graphs: bool = False,
+    compile: bool = False,
     all: bool = False,  # (torch's set_logs spells it so)
 ) -> None:
     """Switch sapwood's log topics from code, as ``torch._logging.set_logs`` does torch's:
@@ -92,6 +106,7 @@ def set_logs(
         "guards": guards,
         "bytecode": bytecode,
         "graphs": graphs,
+        "compile": compile,
     }
     for name, flag in [*given.items(), ("all", all)]:
         if type(flag) is not bool:
@@ -111,6 +126,9 @@ def _torch_topics() -> frozenset[str]:
         found = frozenset(
             ours for theirs, ours in _TORCH_ARTIFACTS.items() if state.is_artifact_enabled(theirs)
         )
+        levels = dict(state.get_log_level_pairs())
+        if levels.get("torch._dynamo", logging.WARNING) <= logging.INFO:
+            found |= {"compile"}  # (TORCH_LOGS=dynamo: torch's own compile steps)
     except Exception:  # (torch's internals changed: its switches are not read)
         return frozenset()
     if found:
@@ -138,12 +156,72 @@ def _where(code: types.CodeType, entry: CacheEntry | None = None) -> str:
     return f"{code.co_qualname}{named} ({code.co_filename}:{code.co_firstlineno})"
 
 
+#: seconds per compile stage, summed over every capture of the process (:func:`compile_times`)
+_totals: dict[str, float] = {}
+STAGE_NAMES = {
+    "trace": "trace",
+    "backend": "backend",
+    "aot_autograd": "AOT autograd",
+    "inductor": "Inductor",
+    "entry": "guards and entry code",
+}
+
+
+def compile_times() -> dict[str, float]:
+    """Seconds spent compiling so far in this process, by stage: ``trace`` (the symbolic run),
+    ``backend`` (the backend's whole compile, of which ``aot_autograd`` and ``inductor``
+    where the backend says), ``entry`` (guards and the generated entry code) and ``total``;
+    ``captures`` counts the captures."""
+    return dict(_totals)
+
+
+def _describe_times(times: dict[str, float]) -> str:
+    parts = []
+    for key, name in STAGE_NAMES.items():
+        if key in ("aot_autograd", "inductor") or key not in times:
+            continue
+        text = f"{name} {times[key]:.2f} s"
+        if key == "backend":
+            inner = [
+                f"{STAGE_NAMES[k]} {times[k]:.2f} s"
+                for k in ("aot_autograd", "inductor")
+                if k in times
+            ]
+            if inner:
+                text += f" ({', '.join(inner)})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def tracing(code: types.CodeType) -> None:
+    if "compile" in enabled_topics():
+        _logger.getChild("compile").info("tracing %s", _where(code))
+
+
+def backend_called(code: types.CodeType, backend: Any, ops: int) -> None:
+    if "compile" in enabled_topics():
+        name = getattr(backend, "__name__", None) or type(backend).__name__
+        _logger.getChild("compile").info(
+            "compiling the graph of %s (%d ops) with %s", code.co_qualname, ops, name
+        )
+
+
 def captured(code: types.CodeType, entry: CacheEntry) -> None:
+    for key, seconds in entry.times.items():
+        _totals[key] = _totals.get(key, 0.0) + seconds
+    _totals["captures"] = _totals.get("captures", 0.0) + 1
     if _listeners:
         _emit("capture", {"code": code, "entry": entry})
     topics = enabled_topics()
     if not topics:
         return
+    if "compile" in topics:
+        _logger.getChild("compile").info(
+            "compiled %s in %.2f s: %s",
+            _where(code, entry),
+            entry.times.get("total", 0.0),
+            _describe_times(entry.times),
+        )
     exit = entry.exit
     if exit is not None and "graph_breaks" in topics:
         _logger.getChild("graph_breaks").info(

@@ -109,14 +109,20 @@ class ExplainOutput:
             lines += [f"  {fn}: {why}" for fn, why in self.eager_functions]
         if self.compile_times:
             total = {k: sum(t.get(k, 0.0) for _, t in self.compile_times) for k in _STAGES}
+            inner = ", ".join(
+                f"{name} {total[key]:.3f} s"
+                for key, name in (("aot_autograd", "AOT autograd"), ("inductor", "Inductor"))
+                if any(key in t for _, t in self.compile_times)
+            )
             lines.append(
                 f"Compile time: {total['total']:.3f} s (trace {total['trace']:.3f} s, backend "
-                f"{total['backend']:.3f} s, guards and entry code {total['entry']:.3f} s)"
+                f"{total['backend']:.3f} s{f' ({inner})' if inner else ''}, guards and entry "
+                f"code {total['entry']:.3f} s)"
             )
         return "\n".join(lines)
 
 
-_STAGES = ("total", "trace", "backend", "entry")
+_STAGES = ("total", "trace", "backend", "aot_autograd", "inductor", "entry")
 
 
 def _op_count(gm: torch.fx.GraphModule) -> int:
