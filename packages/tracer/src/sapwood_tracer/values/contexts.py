@@ -12,6 +12,8 @@ when it fails (the session restores the grad mode and exits open autocast modes)
 
 from __future__ import annotations
 
+import inspect
+import types
 import warnings
 from typing import Any
 
@@ -20,11 +22,13 @@ import torch
 from ..errors import Unsupported, user_stacklevel
 from ..guards.sources import HeldObjectSource
 from .base import ConstantValue, Context, Value
+from .functions import FunctionValue
 
 __all__ = [
     "AutocastValue",
     "ContextClassValue",
     "ContextExitValue",
+    "GradModeFunctionValue",
     "GradModeValue",
     "ProfilerRangeValue",
     "settle_loose_grad_mode",
@@ -54,7 +58,60 @@ class GradModeValue(Value):
         tx.graph.record_state_call(tx, torch._C._set_grad_enabled, (self.prior,))
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        raise Unsupported("a grad-mode context used as a decorator inside the compiled function")
+        # ``@torch.no_grad()`` on a function defined or reached in the trace
+        return GradModeFunctionValue.decorating(self.enabled, args, kwargs)
+
+
+class GradModeFunctionValue(Value):
+    """A Python function decorated with a grad-mode context in the trace (``@torch.no_grad()``,
+    ``@torch.enable_grad()``, ``torch.no_grad(fn)``): each call runs the function inside a
+    fresh context of that mode, as the decorator's wrapper does, so the mode is switched in
+    the graph around the inlined body and switched back however it leaves.
+
+    A generator function is refused: torch's wrapper switches the mode around each step."""
+
+    __slots__ = ("enabled", "fn")
+
+    def __init__(self, enabled: bool, fn: FunctionValue) -> None:
+        super().__init__(None)
+        self.enabled = enabled
+        self.fn = fn
+
+    @staticmethod
+    def decorating(enabled: bool, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if len(args) != 1 or kwargs or not isinstance(args[0], FunctionValue):
+            raise Unsupported("a grad-mode context called with other than one Python function")
+        if args[0].code.co_flags & _GENERATOR_FLAGS:
+            raise Unsupported("a grad-mode context decorating a generator or async function")
+        return GradModeFunctionValue(enabled, args[0])
+
+    def describe(self) -> str:
+        mode = "enable_grad" if self.enabled else "no_grad"
+        return f"{self.fn.describe()} decorated with torch.{mode}()"
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def truth(self, tx: Context) -> bool:
+        return True
+
+    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        context = GradModeValue(self.enabled)
+        tx.enter_context(context)
+        try:
+            return tx.call(self.fn, args, kwargs)
+        finally:
+            opened = getattr(tx, "open_contexts", None)
+            if opened and opened[-1] is context:  # (not after a failure that left others open)
+                tx.exit_context(context)
+
+
+_GENERATOR_FLAGS = (
+    inspect.CO_GENERATOR
+    | inspect.CO_COROUTINE
+    | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)
 
 
 class AutocastValue(Value):
@@ -159,12 +216,13 @@ class ContextClassValue(Value):
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         cls = self.cls
+        if cls in (torch.no_grad, torch.enable_grad):
+            enabled = cls is torch.enable_grad
+            if args or kwargs:  # ``torch.no_grad(fn)``: the class as a bare decorator
+                return GradModeFunctionValue.decorating(enabled, args, kwargs)
+            return GradModeValue(enabled)
         consts = [a.as_constant() for a in args]
         kw = {k: v.as_constant() for k, v in kwargs.items()}
-        if cls is torch.no_grad:
-            return GradModeValue(False)
-        if cls is torch.enable_grad:
-            return GradModeValue(True)
         if cls is torch.autograd.profiler.record_function:
             bound = dict(zip(("name", "args"), consts), **kw)
             if set(bound) - {"name", "args"} or not isinstance(bound.get("name"), str):
