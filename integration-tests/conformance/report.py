@@ -106,7 +106,10 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "*fallback*: same outcome, part of the body ran eagerly (a graph break, or a frame "
         "left to run eagerly); *failed-both*: the same failure both ways; *wrong*: a "
         "different outcome, not raised by the compiler; *crash*: an error of the compiler "
-        "itself, or a timeout; *skip*: skipped eagerly.",
+        "itself, or a timeout; *skip*: skipped eagerly. Each file's process hashes strings "
+        "with `PYTHONHASHSEED=0` unless the caller set it (a set of strings iterates in an "
+        "order its hashes decide, which decides whether some traced sets can be rebuilt, so "
+        "*passed* against *fallback* would otherwise vary from run to run).",
         "",
         f"- date: {meta.get('date', '?')}",
         f"- Python {meta.get('python', '?')}, torch {meta.get('torch', '?')}, "

@@ -121,6 +121,10 @@ def spawn_worker(
     command += ["--timeout", str(timeout), *extra]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
+    # one string hashing for every run (unless the caller chose one): a set of strings
+    # iterates in an order its hashes decide, and whether a traced set can be rebuilt in that
+    # order, hence "passed" or "fallback", would change from run to run
+    env.setdefault("PYTHONHASHSEED", "0")
     lines_path.unlink(missing_ok=True)
     with open(logs / f"{label}.log", "wb") as log:
         process = subprocess.Popen(
