@@ -104,6 +104,7 @@ def child(engine: str, model_name: str, device: str, phase: str, artifacts: str)
             saved = torch.compiler.save_cache_artifacts()
             if saved is not None:
                 Path(artifacts).write_bytes(saved[0])
+    stages = sapwood.compile_times() if engine == "sapwood" else {}
     print(
         json.dumps(
             {
@@ -112,6 +113,7 @@ def child(engine: str, model_name: str, device: str, phase: str, artifacts: str)
                 "build_s": built - imported,
                 "first_call_s": done - built,
                 "checksum": checksum,
+                "stages": {k: round(v, 3) for k, v in stages.items()},
             }
         )
     )
@@ -147,13 +149,14 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--models", default="resnet50,vit_b_16,llama")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--engines", default=",".join(ENGINES))
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for model_name in args.models.split(","):
         root = out / f"caches-{model_name}"
-        for engine in ENGINES:
+        for engine in args.engines.split(","):
             for phase in ("cold", "warm", "shipped"):
                 result = _run(engine, model_name, args.device, phase, root)
                 rows.append({"model": model_name, "engine": engine, "phase": phase, **result})
@@ -163,7 +166,7 @@ def main() -> None:
         f"{'model':<10} {'engine':<8} {'cold':>8} {'warm':>8} {'shipped':>8}   first call cold/warm/shipped"
     )
     for model_name in args.models.split(","):
-        for engine in ENGINES:
+        for engine in args.engines.split(","):
             got = {
                 r["phase"]: r for r in rows if r["model"] == model_name and r["engine"] == engine
             }
@@ -172,6 +175,9 @@ def main() -> None:
             cells = " ".join(f"{t:8.2f}" if t is not None else f"{'error':>8}" for t in total)
             firsts = "/".join(f"{t:.2f}" if t is not None else "error" for t in first)
             print(f"{model_name:<10} {engine:<8} {cells}   {firsts}")
+            for phase in ("cold", "warm"):
+                if got.get(phase, {}).get("stages"):
+                    print(f"    {phase} stages: {got[phase]['stages']}")
         cold_torch = next(
             (
                 r.get("first_call_s")
