@@ -7,6 +7,7 @@ Public API:
 * :func:`compile` — wrap a function or ``nn.Module``; calls trace on a cache miss.
 * :func:`reset` — drop every cache entry.
 * :func:`explain` — run once and report graphs, graph breaks (reason, file:line), guards.
+* :func:`export` — a module captured whole, as torch.export's ``ExportedProgram``.
 * :func:`disable`, :func:`graph_break`, :func:`allow_in_graph`, :func:`disallow_in_graph` —
   tell the tracer what not to trace, where to split, what to keep as one graph node.
 * :func:`mark_dynamic` (optionally bounded), :func:`maybe_mark_dynamic`, :func:`mark_static`
@@ -36,6 +37,7 @@ from .api.distributed import CompiledDDP
 from .api.entry import compile
 from .api.events import compile_times, set_logs
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
+from .api.export import export
 from .api.stance import StanceNotSupported
 from .api.torch_config import TorchConfigWarning
 from .errors import (
@@ -84,6 +86,7 @@ __all__ = [
     "disable",
     "disallow_in_graph",
     "explain",
+    "export",
     "graph_break",
     "mark_dynamic",
     "mark_static",

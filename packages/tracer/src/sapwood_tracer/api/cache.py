@@ -160,6 +160,8 @@ class CacheEntry:
     key: Any = None
     #: the ``name=`` of the compile call that made the entry (for explain() and the logs)
     region_name: str | None = None
+    #: how a whole-graph trace's result is made of graph outputs (see ``capture.output_tree``)
+    output_tree: Any = None
     #: seconds the capture took: ``trace`` (the symbolic run that made this entry),
     #: ``backend`` (compiling its graph), ``entry`` (guards and generated code) and ``total``
     #: (the whole capture, a trace stopped at a graph break included)

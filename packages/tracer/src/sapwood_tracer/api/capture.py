@@ -54,8 +54,11 @@ from ..interpreter.session import TraceSession, root_sources
 from ..interpreter.shape_plan import ShapePlan
 from ..pymodel.construct import inspects_frames, makes_weak_references
 from ..values.base import Value
+from ..values.containers import ListValue, TupleValue
 from ..values.contexts import settle_loose_grad_mode
+from ..values.dicts import DictValue
 from ..values.modules import ModuleValue
+from ..values.tensors import TensorValue
 from . import events as _events
 from .cache import CacheEntry
 from .compile_ids import compile_context
@@ -296,6 +299,8 @@ def _trace_and_build(
     if exit is not None:
         exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
+    if exit is None and result is not None:
+        entry.output_tree = output_tree(result, collector)
     entry.weak_targets = _weak_targets(em, ordered, held)
     entry.times = {
         "trace": traced - started,
@@ -366,3 +371,28 @@ def _exit_open_autocast(tx: TraceSession) -> None:
             mode = ctx.mode_proxy.node.meta.get("example_value")
             if mode is not None:
                 mode.__exit__(None, None, None)
+
+
+def output_tree(value: Value, collector: OutputCollector) -> Any:
+    """Where the result of a whole-graph trace comes from, as nested tuples: ``("out", i)``
+    (graph output ``i``), ``("const", v)``, ``("tuple" | "list", items)``, ``("dict",
+    ((key, item), ...))``; ``None`` where any part is something else (an object, an input
+    passed through). :func:`~sapwood_tracer.api.export.export` rebuilds results from it."""
+    if isinstance(value, TensorValue) and not value.is_input():
+        return ("out", collector.graph_index(value))
+    if value.is_constant() and type(value.as_constant()) in (int, float, bool, str, type(None)):
+        return ("const", value.as_constant())
+    if isinstance(value, (TupleValue, ListValue)) and value.python_type() in (tuple, list):
+        items = tuple(output_tree(v, collector) for v in value.items)
+        if any(item is None for item in items):
+            return None
+        return ("tuple" if value.python_type() is tuple else "list", items)
+    if type(value) is DictValue and value.cls is dict:
+        pairs = []
+        for key, item in value.entries.values():
+            tree = output_tree(item, collector)
+            if not key.is_constant() or tree is None:
+                return None
+            pairs.append((key.as_constant(), tree))
+        return ("dict", tuple(pairs))
+    return None
