@@ -120,3 +120,27 @@ def test_bad_arguments_are_refused():
         sapwood.export(_mlp(), [torch.randn(2, 8)])  # type: ignore[arg-type]
     with pytest.raises(NotImplementedError, match=r"torch\.export"):
         sapwood.export(_mlp(), (torch.randn(2, 8),), strict=False)
+
+
+class _Counts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * 2
+
+
+class _Appends(torch.nn.Module):
+    def forward(self, x, seen):
+        seen.append(1)
+        return x + 1
+
+
+@pytest.mark.parametrize(
+    ("module", "args"), [(_Counts(), (torch.randn(2),)), (_Appends(), (torch.randn(2), []))]
+)
+def test_a_forward_that_changes_python_state_is_refused_not_dropped(module, args):
+    with pytest.raises(sapwood_tracer.Unsupported, match="changes Python state"):
+        sapwood.export(module, args)

@@ -299,7 +299,16 @@ def _trace_and_build(
     if exit is not None:
         exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
-    if exit is None and result is not None:
+    effects = tx.side_effects
+    python_state_kept = not (
+        writes
+        or effects.containers
+        or effects.cells
+        or effects.set_ops
+        or effects.globals
+        or effects.object_states
+    )
+    if exit is None and result is not None and python_state_kept:
         entry.output_tree = output_tree(result, collector)
     entry.weak_targets = _weak_targets(em, ordered, held)
     entry.times = {

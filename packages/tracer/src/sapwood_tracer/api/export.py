@@ -16,8 +16,9 @@ and outputs, buffer mutations such as BatchNorm's running statistics), range con
 exported program (as with torch.export).
 
 Refused (:class:`Unsupported`): a result that is not made of tensors computed by the graph,
-constants, and tuples, lists and dicts of them; ``strict=False`` (that is torch.export's own
-tracer: call it directly).
+constants, and tuples, lists and dicts of them; a forward that changes Python state (sets an
+attribute, a global, changes a list or dict it was given: the program could not do it);
+``strict=False`` (that is torch.export's own tracer: call it directly).
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def export(
     if entry.output_tree is None:
         raise Unsupported(
             f"exporting {type(model).__qualname__}.forward, whose result is not made of "
-            "tensors computed by the graph, constants, tuples, lists and dicts"
+            "tensors computed by the graph, constants, tuples, lists and dicts, or which "
+            "changes Python state (an attribute, a global, a list or dict it was given) that "
+            "an exported program cannot"
         )
     gm = graphs[-1] if graphs and entry.has_graph else None
     checks = [g for g in entry.guards if g.kind is GuardKind.SHAPE]
