@@ -144,3 +144,14 @@ class _Appends(torch.nn.Module):
 def test_a_forward_that_changes_python_state_is_refused_not_dropped(module, args):
     with pytest.raises(sapwood_tracer.Unsupported, match="changes Python state"):
         sapwood.export(module, args)
+
+
+@pytest.mark.slow
+def test_aot_inductor_packages_the_program_and_the_package_runs(tmp_path):
+    model = _mlp().eval()
+    x = torch.randn(3, 8)
+    path = torch._inductor.aoti_compile_and_package(
+        sapwood.export(model, (x,)), package_path=str(tmp_path / "mlp.pt2")
+    )
+    runner = torch._inductor.aoti_load_package(path)
+    torch.testing.assert_close(runner(x), model(x))
