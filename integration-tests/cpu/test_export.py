@@ -155,3 +155,46 @@ def test_aot_inductor_packages_the_program_and_the_package_runs(tmp_path):
     )
     runner = torch._inductor.aoti_load_package(path)
     torch.testing.assert_close(runner(x), model(x))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_a_transformers_decoder_exports_with_its_model_output(kind):
+    pytest.importorskip("transformers")
+    from zoo import build_hf
+
+    model, inputs = build_hf(kind)
+    model.eval()
+    ids, options = inputs["input_ids"], {"use_cache": False}
+    ep = sapwood.export(model, (ids,), options)
+    out = ep.module()(ids, **options)
+    assert type(out) is type(model(ids, **options))
+    torch.testing.assert_close(out.logits, model(ids, **options).logits)
+
+
+class _Flag:
+    active = False
+
+
+_FLAG = _Flag()
+
+
+class _SetsAndResets(torch.nn.Module):
+    def forward(self, x):
+        _FLAG.active = True
+        y = x * 3
+        _FLAG.active = False  # put back: no net change of Python state
+        return y
+
+
+class _LeavesSet(torch.nn.Module):
+    def forward(self, x):
+        _FLAG.active = True
+        return x * 3
+
+
+def test_a_flag_put_back_is_no_change_but_one_left_set_is():
+    x = torch.randn(3)
+    torch.testing.assert_close(sapwood.export(_SetsAndResets(), (x,)).module()(x), x * 3)
+    with pytest.raises(sapwood_tracer.Unsupported, match="changes Python state"):
+        sapwood.export(_LeavesSet(), (x,))
+    assert _FLAG.active is False  # nothing ran for real

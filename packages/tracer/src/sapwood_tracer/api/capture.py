@@ -58,6 +58,7 @@ from ..values.containers import ListValue, TupleValue
 from ..values.contexts import settle_loose_grad_mode
 from ..values.dicts import DictValue
 from ..values.modules import ModuleValue
+from ..values.ordered_dataclasses import OrderedDataclassValue
 from ..values.tensors import TensorValue
 from . import events as _events
 from .cache import CacheEntry
@@ -301,7 +302,7 @@ def _trace_and_build(
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
     effects = tx.side_effects
     python_state_kept = not (
-        writes
+        any(not _unchanged(w.obj, w.name, w.value) for w in writes)
         or effects.containers
         or effects.cells
         or effects.set_ops
@@ -385,7 +386,7 @@ def _exit_open_autocast(tx: TraceSession) -> None:
 def output_tree(value: Value, collector: OutputCollector) -> Any:
     """Where the result of a whole-graph trace comes from, as nested tuples: ``("out", i)``
     (graph output ``i``), ``("const", v)``, ``("tuple" | "list", items)``, ``("dict",
-    ((key, item), ...))``; ``None`` where any part is something else (an object, an input
+    ((key, item), ...))``, ``("model_output", (cls, ((field, item), ...)))``; ``None`` where any part is something else (an object, an input
     passed through). :func:`~sapwood_tracer.api.export.export` rebuilds results from it."""
     if isinstance(value, TensorValue) and not value.is_input():
         return ("out", collector.graph_index(value))
@@ -396,6 +397,16 @@ def output_tree(value: Value, collector: OutputCollector) -> Any:
         if any(item is None for item in items):
             return None
         return ("tuple" if value.python_type() is tuple else "list", items)
+    if isinstance(value, OrderedDataclassValue) and value.obj is None:
+        # a ``ModelOutput`` made in the trace: made again from its fields (torch.export
+        # knows the class: transformers registers it with torch's pytree)
+        fields = []
+        for key, item in value.rebuild_kwargs().items():
+            tree = output_tree(item, collector)
+            if tree is None:
+                return None
+            fields.append((key, tree))
+        return ("model_output", (value.cls, tuple(fields)))
     if type(value) is DictValue and value.cls is dict:
         pairs = []
         for key, item in value.entries.values():
@@ -405,3 +416,18 @@ def output_tree(value: Value, collector: OutputCollector) -> Any:
             pairs.append((key.as_constant(), tree))
         return ("dict", tuple(pairs))
     return None
+
+
+def _unchanged(obj: Any, name: str, value: Value) -> bool:
+    """Whether writing ``value`` to ``obj.name`` leaves it as it is now (a flag set, then put
+    back, in the traced call: no net change)."""
+    if not value.is_constant():
+        return False
+    new = value.as_constant()
+    try:
+        current = getattr(obj, name)
+    except Exception:  # (no such attribute, or a getter that fails: a change)
+        return False
+    return (
+        type(current) is type(new) and type(new) in (type(None), bool, int, str) and current == new
+    )

@@ -152,6 +152,9 @@ def _rebuild(tree: Any, outputs: Any) -> Any:
         return tuple(_rebuild(item, outputs) for item in payload)
     if kind == "list":
         return [_rebuild(item, outputs) for item in payload]
+    if kind == "model_output":
+        cls, fields = payload
+        return cls(**{key: _rebuild(item, outputs) for key, item in fields})
     return {key: _rebuild(item, outputs) for key, item in payload}
 
 
