@@ -198,3 +198,13 @@ def test_a_flag_put_back_is_no_change_but_one_left_set_is():
     with pytest.raises(sapwood_tracer.Unsupported, match="changes Python state"):
         sapwood.export(_LeavesSet(), (x,))
     assert _FLAG.active is False  # nothing ran for real
+
+
+def test_dim_auto_takes_the_range_the_code_allows():
+    ep = sapwood.export(_Branches(), (torch.randn(8, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    y = torch.randn(12, 3)
+    torch.testing.assert_close(ep.module()(y), y * 2)
+    with pytest.raises(AssertionError):  # below the branch's range: refused, not x * 2
+        ep.module()(torch.randn(3, 3))
+    static = sapwood.export(_mlp(), (torch.randn(5, 8),), dynamic_shapes={"input": {0: Dim.STATIC}})
+    assert not static.range_constraints
