@@ -208,3 +208,18 @@ def test_dim_auto_takes_the_range_the_code_allows():
         ep.module()(torch.randn(3, 3))
     static = sapwood.export(_mlp(), (torch.randn(5, 8),), dynamic_shapes={"input": {0: Dim.STATIC}})
     assert not static.range_constraints
+
+
+def test_a_transformers_decoder_with_dynamic_batch_and_sequence_length():
+    pytest.importorskip("transformers")
+    from zoo import build_hf
+
+    model, inputs = build_hf("llama")
+    model.eval()
+    options = {"use_cache": False}
+    spec = {"input_ids": {0: Dim.AUTO, 1: Dim.AUTO}, "use_cache": None}
+    ep = sapwood.export(model, (inputs["input_ids"],), options, dynamic_shapes=spec)
+    assert len(ep.range_constraints) == 2
+    for shape in [(3, 7), (2, 16)]:
+        ids = torch.randint(0, 90, shape)
+        torch.testing.assert_close(ep.module()(ids, **options).logits, model(ids, **options).logits)
