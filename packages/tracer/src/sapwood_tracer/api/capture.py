@@ -310,7 +310,10 @@ def _trace_and_build(
         or effects.object_states
     )
     if exit is None and result is not None and python_state_kept:
-        entry.output_tree = output_tree(result, collector)
+        try:  # (only export reads it: a result it cannot describe is no failure here)
+            entry.output_tree = output_tree(result, collector)
+        except Unsupported:
+            entry.output_tree = None
     entry.weak_targets = _weak_targets(em, ordered, held)
     entry.times = {
         "trace": traced - started,
