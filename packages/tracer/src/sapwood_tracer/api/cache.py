@@ -27,7 +27,6 @@ Invariants:
 from __future__ import annotations
 
 import collections
-import sys
 import types
 import warnings
 import weakref
@@ -45,6 +44,7 @@ from ..guards.sources import WeakHandle
 from ..interpreter.budget import forget_overruns
 from ..interpreter.instructions import decode
 from ..pymodel.random_generators import forget_specialised_states
+from . import torch_config
 
 __all__ = [
     "BREAK_COST_LIMIT",
@@ -87,22 +87,10 @@ def limit_for(code: types.CodeType, region: Region | None = None) -> int:
     own higher limit unless the user's is higher still."""
     limit = region.recompile_limit if region is not None else None
     if limit is None:
-        limit = _torch_config("recompile_limit")
-        limit = None if type(limit) is not int or limit == RECOMPILE_LIMIT else max(limit, 0)
+        limit = torch_config.recompile_limit()
     if resume_info(code) is not None:
         return max(RESUME_RECOMPILE_LIMIT, limit or 0)
     return RECOMPILE_LIMIT if limit is None else limit
-
-
-def fails_on_limit() -> bool:
-    """torch's ``torch._dynamo.config.fail_on_recompile_limit_hit``: a call past the limit
-    raises instead of running eagerly."""
-    return _torch_config("fail_on_recompile_limit_hit") is True
-
-
-def _torch_config(name: str) -> Any:
-    config = sys.modules.get("torch._dynamo.config")  # (never imported for this)
-    return getattr(config, name, None) if config is not None else None
 
 
 class RecompileLimitExceeded(TracerError):

@@ -218,7 +218,7 @@ def _miss(
         cache.note_failures(failed)
         limit = _cache.limit_for(code, region)
         if len(own) >= limit:
-            if runtime is None or _cache.fails_on_limit():
+            if runtime is None or torch_config.fails_on_limit():
                 message = cache.limit_message(code, limit)
                 raise _cache.RecompileLimitExceeded(f"{message}.")
             cache.warn_limit(code, limit)

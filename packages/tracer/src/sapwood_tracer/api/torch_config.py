@@ -4,7 +4,8 @@ sapwood has the same control, and otherwise refused in words.
 Obeyed (read where they act, each call or trace):
 
 * ``recompile_limit`` (``cache_size_limit``), ``fail_on_recompile_limit_hit``
-  (``fail_on_cache_limit_hit``): see :func:`~sapwood_tracer.api.cache.limit_for`;
+  (``fail_on_cache_limit_hit``): read here, used by
+  :func:`~sapwood_tracer.api.cache.limit_for` and the entry;
 * ``automatic_dynamic_shapes = False``: ``dynamic=None`` never makes sizes symbolic after a
   recompile (as ``dynamic=False``); ``assume_static_by_default = False`` or
   ``dynamic_shapes = False``: as ``dynamic=True`` / ``dynamic=False`` (:func:`shape_mode`);
@@ -27,7 +28,15 @@ from typing import Any
 
 from ..errors import user_stacklevel
 
-__all__ = ["TorchConfigWarning", "ddp_split", "error_on_recompile", "shape_mode", "warn_unread"]
+__all__ = [
+    "TorchConfigWarning",
+    "ddp_split",
+    "error_on_recompile",
+    "fails_on_limit",
+    "recompile_limit",
+    "shape_mode",
+    "warn_unread",
+]
 
 
 class TorchConfigWarning(UserWarning):
@@ -80,6 +89,18 @@ def shape_mode(dynamic: bool | None) -> bool | None:
     if _changed("automatic_dynamic_shapes") is False:
         return False
     return None
+
+
+def recompile_limit() -> int | None:
+    """``recompile_limit`` (or its old name ``cache_size_limit``) where the user set it."""
+    value = _changed("recompile_limit")
+    return max(value, 0) if type(value) is int else None
+
+
+def fails_on_limit() -> bool:
+    """``fail_on_recompile_limit_hit``: a call past the limit raises instead of running
+    eagerly."""
+    return _changed("fail_on_recompile_limit_hit") is True
 
 
 def error_on_recompile() -> bool:
