@@ -148,7 +148,8 @@ class CacheEntry:
     key: Any = None
     #: the ``name=`` of the compile call that made the entry (for explain() and the logs)
     region_name: str | None = None
-    #: how a whole-graph trace's result is made of graph outputs (see ``capture.output_tree``)
+    #: how a whole-graph trace's result is made of graph outputs (``capture.output_tree``),
+    #: for export (``capture(describe_result=True)``; else None)
     output_tree: Any = None
     #: seconds the capture took: ``trace`` (the symbolic run that made this entry),
     #: ``backend`` (compiling its graph), ``entry`` (guards and generated code) and ``total``

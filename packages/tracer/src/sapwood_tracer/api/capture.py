@@ -77,13 +77,15 @@ def capture(
     fullgraph: bool = True,
     runtime: BreakRuntime | None = None,
     shape_plan: ShapePlan | None = None,
+    describe_result: bool = False,
 ) -> CacheEntry:
     """Trace ``code`` on ``args`` and build its cache entry.
 
     With ``fullgraph`` any construct the tracer cannot capture raises :class:`Unsupported`.
     Without it, the first such construct in the root frame becomes a graph break: the trace is
     run again and stopped right before it (see :mod:`sapwood_tracer.breaks.exits`); ``runtime`` supplies the
-    functions the entry calls to go on after the break.
+    functions the entry calls to go on after the break. ``describe_result`` (for export):
+    the entry's :attr:`~.cache.CacheEntry.output_tree` says how the result is made.
     """
     if makes_weak_references(code, f_globals):
         raise weakly_referenced(code.co_qualname)
@@ -102,7 +104,9 @@ def capture(
         raise exc
     started = time.perf_counter()
     with compile_context(code):
-        entry = _capture(code, f_globals, closure, args, backend, fullgraph, runtime, shape_plan)
+        entry = _capture(
+            code, f_globals, closure, args, backend, fullgraph, runtime, shape_plan, describe_result
+        )
     entry.times["total"] = time.perf_counter() - started
     return entry
 
@@ -116,6 +120,7 @@ def _capture(
     fullgraph: bool,
     runtime: BreakRuntime | None,
     shape_plan: ShapePlan | None,
+    describe_result: bool,
 ) -> CacheEntry:
     plan: tuple[int, int] | None = None
     reason: Unsupported | None = None
@@ -124,7 +129,16 @@ def _capture(
         try:
             try:
                 return _capture_once(
-                    code, f_globals, closure, args, backend, plan, reason, runtime, shape_plan
+                    code,
+                    f_globals,
+                    closure,
+                    args,
+                    backend,
+                    plan,
+                    reason,
+                    runtime,
+                    shape_plan,
+                    describe_result,
                 )
             except (Unsupported, BackendCompilerFailed):
                 raise  # (a backend's own failure is the backend's error, as in torch.compile)
@@ -154,13 +168,24 @@ def _capture_once(
     reason: Unsupported | None,
     runtime: BreakRuntime | None,
     shape_plan: ShapePlan | None = None,
+    describe_result: bool = False,
 ) -> CacheEntry:
     graph = GraphBridge(code.co_name, shape_plan)
     tx = TraceSession(graph, f_globals=f_globals, function=None)
     tx.breaks_allowed = runtime is not None
     try:
         return _trace_and_build(
-            tx, graph, code, f_globals, closure, args, backend, plan, reason, runtime
+            tx,
+            graph,
+            code,
+            f_globals,
+            closure,
+            args,
+            backend,
+            plan,
+            reason,
+            runtime,
+            describe_result,
         )
     finally:
         tx.release()
@@ -177,6 +202,7 @@ def _trace_and_build(
     plan: tuple[int, int] | None,
     reason: Unsupported | None,
     runtime: BreakRuntime | None,
+    describe_result: bool = False,
 ) -> CacheEntry:
     started = time.perf_counter()
     state = [(name, GlobalStateSource(name)) for name in global_state_names()]
@@ -300,20 +326,8 @@ def _trace_and_build(
     if exit is not None:
         exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
-    effects = tx.side_effects
-    python_state_kept = not (
-        any(not _unchanged(w.obj, w.name, w.value) for w in writes)
-        or effects.containers
-        or effects.cells
-        or effects.set_ops
-        or effects.globals
-        or effects.object_states
-    )
-    if exit is None and result is not None and python_state_kept:
-        try:  # (only export reads it: a result it cannot describe is no failure here)
-            entry.output_tree = output_tree(result, collector)
-        except Unsupported:
-            entry.output_tree = None
+    if describe_result and exit is None and result is not None:
+        entry.output_tree = _describe_result(tx, result, collector, writes)
     entry.weak_targets = _weak_targets(em, ordered, held)
     entry.times = {
         "trace": traced - started,
@@ -384,6 +398,28 @@ def _exit_open_autocast(tx: TraceSession) -> None:
             mode = ctx.mode_proxy.node.meta.get("example_value")
             if mode is not None:
                 mode.__exit__(None, None, None)
+
+
+def _describe_result(
+    tx: TraceSession, result: Value, collector: OutputCollector, writes: list[Any]
+) -> Any:
+    """:func:`output_tree` of a whole-graph trace's result; None where the trace also changes
+    Python state (an attribute, a global, a list or dict it was given), which a result alone
+    cannot carry."""
+    effects = tx.side_effects
+    if (
+        any(not _unchanged(w.obj, w.name, w.value) for w in writes)
+        or effects.containers
+        or effects.cells
+        or effects.set_ops
+        or effects.globals
+        or effects.object_states
+    ):
+        return None
+    try:
+        return output_tree(result, collector)
+    except Unsupported:
+        return None
 
 
 def output_tree(value: Value, collector: OutputCollector) -> Any:

@@ -86,6 +86,7 @@ def export(
         keep,
         fullgraph=True,
         shape_plan=plan,
+        describe_result=True,
     )
     if entry.output_tree is None:
         raise Unsupported(
