@@ -108,21 +108,13 @@ class ExplainOutput:
             lines.append("Run eagerly as a whole:")
             lines += [f"  {fn}: {why}" for fn, why in self.eager_functions]
         if self.compile_times:
-            total = {k: sum(t.get(k, 0.0) for _, t in self.compile_times) for k in _STAGES}
-            inner = ", ".join(
-                f"{name} {total[key]:.3f} s"
-                for key, name in (("aot_autograd", "AOT autograd"), ("inductor", "Inductor"))
-                if any(key in t for _, t in self.compile_times)
-            )
+            stages = {k for _, t in self.compile_times for k in t}
+            total = {k: sum(t.get(k, 0.0) for _, t in self.compile_times) for k in stages}
             lines.append(
-                f"Compile time: {total['total']:.3f} s (trace {total['trace']:.3f} s, backend "
-                f"{total['backend']:.3f} s{f' ({inner})' if inner else ''}, guards and entry "
-                f"code {total['entry']:.3f} s)"
+                f"Compile time: {total.get('total', 0.0):.3f} s "
+                f"({_events.describe_times(total, digits=3)})"
             )
         return "\n".join(lines)
-
-
-_STAGES = ("total", "trace", "backend", "aot_autograd", "inductor", "entry")
 
 
 def _op_count(gm: torch.fx.GraphModule) -> int:
