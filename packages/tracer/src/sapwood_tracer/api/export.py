@@ -33,6 +33,7 @@ import torch
 from sapwood_graph import Guard, GuardKind
 
 from ..errors import Unsupported
+from ..interpreter.session import root_sources
 from ..interpreter.shape_plan import ShapePlan
 from .binding import binder
 from .capture import capture
@@ -118,7 +119,7 @@ def _graph_runner(
     sources, the result rebuilt as the traced ``forward`` returned it. Each shape guard of
     the trace (a branch on a size, a broadcast) becomes a ``torch._check`` there, so the
     program torch.export makes holds it too (a range narrowed, or a runtime assertion)."""
-    names = forward.__code__.co_varnames[: _positional_count(forward)]
+    names = [name for name, _ in root_sources(forward.__code__)]
     bind = binder(forward)
     sources = [n.meta["source"] for n in gm.graph.nodes if n.op == "placeholder"] if gm else []
 
@@ -135,12 +136,6 @@ def _graph_runner(
     # (torch.export names the inputs of a ``dynamic_shapes`` dict after forward's parameters)
     run.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     return run
-
-
-def _positional_count(fn: types.FunctionType) -> int:
-    code = fn.__code__
-    count = code.co_argcount + code.co_kwonlyargcount
-    return count + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
 
 
 def _rebuild(tree: Any, outputs: Any) -> Any:
