@@ -107,6 +107,29 @@ def test_what_an_id_cannot_tell_is_refused(backend, body):
         compiled(X)
 
 
+def test_id_of_an_input_module_compared_with_a_number_guards_its_identity(backend):
+    first, second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    remembered = id(first)
+
+    def fn(module, x):
+        if id(module) == remembered:
+            return module(x) + 1
+        return module(x) - 1
+
+    compiled = sapwood_tracer.compile(fn, backend=backend, fullgraph=True)
+    x = torch.randn(2, 4)
+    for module in (first, second, first, second):
+        torch.testing.assert_close(compiled(module, x), fn(module, x))
+    assert len(backend.graphs) == 2  # one per module: the identity is guarded
+
+
+def test_id_of_a_function_or_module_compared_with_a_number(check):
+    def fn(x):
+        return x + (1 if id(torch) == id(torch) else 0) + (2 if id(torch.sin) != 5 else 0)
+
+    check(fn, (X,))
+
+
 def test_tiny_transformer_is_one_graph_equal_to_eager(check):
     torch.manual_seed(0)
     model = torch.nn.Transformer(

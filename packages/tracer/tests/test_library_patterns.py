@@ -287,8 +287,11 @@ def test_a_key_added_to_a_table_keyed_by_classes_is_seen_on_the_next_call():
     assert compiled(x, _Other())[1:] == ("none", 4)
 
 
-def test_a_table_keyed_by_local_classes_is_not_taken_as_an_input():
+def test_a_table_keyed_by_local_classes_is_read_in_one_graph():
     class Local:
+        pass
+
+    class Other:
         pass
 
     table = {Local: 1}
@@ -297,9 +300,14 @@ def test_a_table_keyed_by_local_classes_is_not_taken_as_an_input():
         return x + table.get(type(value), 0)
 
     x = torch.ones(1)
-    assert torch.equal(_compiled_eager(lookup)(x, Local()), lookup(x, Local()))
+    compiled = _compiled_eager(lookup)
+    assert torch.equal(compiled(x, Local()), lookup(x, Local()))
     report = sapwood_tracer.explain(lookup)(x, Local())
-    assert any("keys are not constants" in b.reason for b in report.breaks), str(report)
+    assert not report.breaks and report.graph_count == 1, str(report)
+    table[Other] = 5  # the keys are guarded: a new key is seen
+    assert torch.equal(compiled(x, Other()), lookup(x, Other()))
+    del table[Local]
+    assert torch.equal(compiled(x, Local()), lookup(x, Local()))
 
 
 def _copies(x):

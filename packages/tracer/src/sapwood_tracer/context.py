@@ -174,6 +174,8 @@ class FrameState(Protocol[V]):
     holds its suspended frame)."""
 
     code: types.CodeType
+    #: the globals the frame's code runs with
+    f_globals: dict[str, Any]
     locals: dict[str, V]
     cells: dict[str, V]
 

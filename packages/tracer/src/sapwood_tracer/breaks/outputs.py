@@ -38,6 +38,7 @@ from ..guards.emitter import CLEARING, Emitter, Miss
 from ..guards.fast_path import emit_guards
 from ..guards.sources import HeldObjectSource
 from ..interpreter.side_effects import AttributeWrite, SideEffects
+from ..pymodel.made_classes import class_expression
 from ..values.base import (
     BoundBuiltinMethod,
     BuiltinValue,
@@ -404,7 +405,7 @@ def _emit_value(
     if isinstance(value, ConstantValue):
         if value.source is not None:
             return em.source(value.source, indent)
-        return em.const(value.value)
+        return class_expression(em, value.value, built, indent)
     if value.source is not None and isinstance(
         value, (ListValue, DictValue, DictViewValue, TupleValue, SetValue, BuiltinValue)
     ):
@@ -419,7 +420,7 @@ def _emit_value(
         assert value.source is not None
         return em.source(value.source, indent)
     if isinstance(value, (BuiltinValue, ClassValue, TorchFunctionValue, PyModuleValue)):
-        return em.const(value.as_constant())
+        return class_expression(em, value.as_constant(), built, indent)
     if isinstance(value, LoggingCallValue):
         return em.const(value.method)
     if isinstance(value, (BoundBuiltinMethod, TensorMethodValue)):
@@ -506,12 +507,11 @@ def _emit_value(
     name = em.temp()
     if isinstance(value, NamedTupleValue):
         parts = [_emit(em, v, collector, built, indent) for v in value.items]
+        cls = class_expression(em, value.cls, built, indent)
         if hasattr(value.cls, "_make"):
-            expr = (
-                f"{em.const(value.cls)}._make(({', '.join(parts)}{',' if len(parts) == 1 else ''}))"
-            )
+            expr = f"{cls}._make(({', '.join(parts)}{',' if len(parts) == 1 else ''}))"
         else:
-            expr = f"{em.const(value.cls)}(({', '.join(parts)}{',' if len(parts) == 1 else ''}))"
+            expr = f"{cls}(({', '.join(parts)}{',' if len(parts) == 1 else ''}))"
     elif isinstance(value, TupleValue):
         parts = [_emit(em, v, collector, built, indent) for v in value.items]
         expr = f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"

@@ -215,18 +215,11 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if cls is collections.defaultdict:
         return _default_dict(tx, obj, source)
     if cls in (dict, collections.OrderedDict) or _plain_dict_subclass(cls):
-        keys = tuple(obj.keys())
-        if not all(is_constant_type(k) or _lasting_class(k) for k in keys):
-            raise Unsupported("a dict input whose keys are not constants")
         _type_match(tx, source, obj)
-        # (the guard may hold a lasting class, as in ``copy``'s tables of copiers by type)
-        tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
         out = DictValue(
             {}, source, cls=cls, obj=obj if cls not in (dict, collections.OrderedDict) else None
         )
-        for k in keys:
-            key = _callable_value(tx, k, None) if _lasting_class(k) else ConstantValue(k)
-            out.entries[k] = (key, wrap(tx, obj[k], ItemSource(source, k)))
+        _fill_entries(tx, obj, source, out.entries)
         return out
     if cls in _VIEW_KINDS:
         # a view of a dict (not a subclass's, whose order or items may be its own): a view
@@ -240,13 +233,16 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return view
     if cls in (set, frozenset):
         members = tuple(obj)
-        if not all(is_constant_type(v) or type(v) is types.BuiltinFunctionType for v in members):
+        if not all(is_constant_type(v) or _identity_member(v) for v in members):
             raise Unsupported("a set input of non-constant members")
         _type_match(tx, source, obj)
+        for v in members:
+            if _identity_member(v):  # (compared by identity: the entry keeps it alive)
+                tx.hold(v)
         # the members in iteration order: equal sets may iterate in different orders, and
         # the trace followed this one's (a builtin function is equal only to itself)
         tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), members)
-        return SetValue({v: _set_member(v) for v in obj}, cls is frozenset, source, order=obj)
+        return SetValue({v: _set_member(tx, v) for v in obj}, cls is frozenset, source, order=obj)
     if plain_set_subclass(cls):
         members = tuple(obj)
         if not all(is_constant_type(v) for v in members):
@@ -336,16 +332,48 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
 def _default_dict(tx: WrappingSession, obj: Any, source: Source) -> DefaultDictValue:
     """A defaultdict input: guarded as a dict (type, then keys in order), its factory read
     through ``default_factory``."""
-    keys = tuple(obj.keys())
-    if not all(is_constant_type(k) for k in keys):
-        raise Unsupported("a defaultdict input whose keys are not constants")
     _type_match(tx, source, obj)
-    tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
     factory = wrap(tx, obj.default_factory, AttrSource(source, "default_factory"))
     out = DefaultDictValue({}, factory, source, obj)
-    for k in keys:
-        out.entries[k] = (ConstantValue(k), wrap(tx, obj[k], ItemSource(source, k)))
+    _fill_entries(tx, obj, source, out.entries)
     return out
+
+
+def _fill_entries(
+    tx: WrappingSession, obj: dict, source: Source, entries: dict[Any, tuple[Value, Value]]
+) -> None:
+    """The entries of a dict input, in its order. Keys that are constants (or lasting
+    classes) are guarded together, as the tuple of keys; any other key (a tensor, a function,
+    an object hashed by identity) is an input itself, read by position from the keys, and
+    its value by position from the values."""
+    keys = tuple(obj.keys())
+    if all(is_constant_type(k) or _lasting_class(k) for k in keys):
+        # (the guard may hold a lasting class, as in ``copy``'s tables of copiers by type)
+        tx.guard(GuardKind.CONSTANT_MATCH, KeysSource(source), keys)
+        for k in keys:
+            key = _callable_value(tx, k, None) if _lasting_class(k) else ConstantValue(k)
+            entries[k] = (key, wrap(tx, obj[k], ItemSource(source, k)))
+        return
+    tx.guard(GuardKind.CONSTANT_MATCH, LenSource(source), len(keys))
+    values = ReaderSource(source, dict_values)
+    for i, k in enumerate(keys):
+        at = ItemSource(KeysSource(source), i)
+        if is_constant_type(k) or _lasting_class(k):
+            _type_match(tx, at, k)
+            tx.guard(GuardKind.CONSTANT_MATCH, at, k)
+            key = _callable_value(tx, k, None) if _lasting_class(k) else ConstantValue(k)
+            entries[k] = (key, wrap(tx, obj[k], ItemSource(source, k)))
+            continue
+        key = wrap(tx, k, at)
+        hashed = key.hash_key(tx)  # (Unsupported for a key the trace cannot tell apart)
+        if hashed in entries:  # (one object reached twice cannot be two keys: defensive)
+            raise Unsupported(f"a dict input with {key.describe()} as two of its keys")
+        entries[hashed] = (key, wrap(tx, obj[k], ItemSource(values, i)))
+
+
+def dict_values(d: dict) -> tuple[Any, ...]:
+    """The values of a dict in its order (a guard reader: a value by position)."""
+    return tuple(d.values())
 
 
 def _model_output(
@@ -538,6 +566,11 @@ def _held(obj: Any) -> HeldObjectSource:
     return HeldObjectSource(id(obj), str(label), obj)
 
 
-def _set_member(v: Any) -> Value:
-    """A member of a set input: a constant, or a builtin function (hashed by identity)."""
-    return BuiltinValue(v) if type(v) is types.BuiltinFunctionType else ConstantValue(v)
+def _identity_member(v: Any) -> bool:
+    """A function or builtin function: a set member or dict key equal only to itself."""
+    return type(v) in (types.FunctionType, types.BuiltinFunctionType)
+
+
+def _set_member(tx: WrappingSession, v: Any) -> Value:
+    """A member of a set input: a constant, or a function (hashed by identity, held)."""
+    return wrap_trusted(tx, v) if _identity_member(v) else ConstantValue(v)

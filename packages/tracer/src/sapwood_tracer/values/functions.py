@@ -148,6 +148,11 @@ class UserFunctionValue(FunctionValue):
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
+    def hash_key(self, tx: Context) -> Any:
+        # the function object itself: wherever it came from, its identity is guarded (or
+        # the entry holds it), and a function is a key equal only to itself
+        return self.fn
+
     def defaults(self, tx: Context) -> tuple[Value, ...]:
         assert self.source is not None
         return tuple(

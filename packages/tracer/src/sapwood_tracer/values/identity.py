@@ -13,8 +13,9 @@ Invariants:
   unless both objects' identities are guarded already.
 * ``id(x)`` is an :class:`ObjectIdValue`: it stands for a number the trace does not know, so
   the only thing it supports is comparison with another ``id()`` (``==``/``!=``), which is an
-  identity test of the two objects. Arithmetic, hashing, printing or comparing it with a
-  number is refused. As a dict key it stands for its object's identity (see
+  identity test of the two objects, or with a number where the object is one from the
+  inputs (its identity then guarded) or a class, function or module. Arithmetic, hashing,
+  printing or comparing it with another number is refused. As a dict key it stands for its object's identity (see
   :meth:`ObjectIdValue.hash_key`).
 """
 
@@ -198,6 +199,23 @@ class ObjectIdValue(Value):
         return ("__id__", key)
 
 
+def _known_id(tx: Context, target: Value) -> int | None:
+    """``id(target)`` where the trace may know it: a class, function, module or None, or an
+    object from the inputs, whose identity is then guarded (a later call with another
+    object traces again); None for a value made in the trace (a new object's id may be
+    anything, even a number seen before) or one whose object the trace cannot name."""
+    if target.is_constant() and not isinstance(target, TensorValue):
+        obj = target.as_constant()
+        return id(obj) if _one_object(obj) else None
+    if target.source is None or isinstance(target, TensorValue) or _tuple_value(target):
+        return None
+    key = tx.identity_key(target)
+    if key is None or key[0] != "__object__":
+        return None
+    tx.pin_identity(target)  # (the entry holds the object: its id is not reused meanwhile)
+    return key[1]  # type: ignore[no-any-return]
+
+
 def compare_ids(tx: Context, op: Any, a: Value, b: Value) -> Value | None:
     """``a == b`` or ``a != b`` where either side is an ``id()``; None if neither is."""
     if not (isinstance(a, ObjectIdValue) or isinstance(b, ObjectIdValue)):
@@ -205,6 +223,11 @@ def compare_ids(tx: Context, op: Any, a: Value, b: Value) -> Value | None:
     if op not in (operator.eq, operator.ne):
         raise Unsupported(f"ordering {a.describe()} and {b.describe()}", hint=_ID_HINT)
     if not (isinstance(a, ObjectIdValue) and isinstance(b, ObjectIdValue)):
-        raise Unsupported(f"comparing {a.describe()} with {b.describe()}", hint=_ID_HINT)
+        ident, number = (a, b) if isinstance(a, ObjectIdValue) else (b, a)
+        known = _known_id(tx, ident.target)  # type: ignore[union-attr]
+        if known is None or not number.is_constant() or type(number.as_constant()) is not int:
+            raise Unsupported(f"comparing {a.describe()} with {b.describe()}", hint=_ID_HINT)
+        same = known == number.as_constant()
+        return ConstantValue(same if op is operator.eq else not same)
     same = same_object(tx, a.target, b.target)
     return ConstantValue(same if op is operator.eq else not same)

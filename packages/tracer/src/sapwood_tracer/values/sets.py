@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import sys
+import types
 from typing import Any
 
 from ..errors import TracedException, Unsupported
@@ -111,7 +112,7 @@ class SetValue(Value):
 
     def unpack(self, tx: Context) -> list[Value]:
         self.check_order()
-        if not self.is_constant():
+        if not all(_keyed_as_python(k, v) for k, v in self.members.items()):
             raise Unsupported("iterating over a set of non-constant members (order unknown)")
         return [self.members[k] for k in self.order]
 
@@ -246,7 +247,7 @@ class SetValue(Value):
         elif name == "pop":
             if not self.members:
                 raise_error(KeyError, "pop from an empty set")
-            if not self.is_constant():
+            if not all(_keyed_as_python(k, v) for k, v in self.members.items()):
                 raise Unsupported("set.pop() of a set of non-constant members (order unknown)")
             k = self.order.pop()
             return self.members.pop(k)
@@ -354,6 +355,12 @@ def _keys_of(tx: Context, value: Value) -> tuple[Any, dict[Any, Value]]:
     if value.python_type() is dict:
         return dict.fromkeys(keys), pool  # the real method reads a dict's own table
     return keys, pool
+
+
+def _keyed_as_python(key: Any, value: Value) -> bool:
+    """Whether a member's trace-time key is the object Python hashes for it (a constant, a
+    function), so the key mirror iterates in the real set's order."""
+    return type(key) in (types.FunctionType, types.BuiltinFunctionType) or value.is_constant()
 
 
 def _hashable_key(tx: Context, value: Value) -> Any:
