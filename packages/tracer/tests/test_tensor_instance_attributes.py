@@ -72,3 +72,64 @@ def test_a_parameter_attribute_read_in_a_module() -> None:
     torch.testing.assert_close(compiled(x), m(x))
     m.weight.gain = 3.0
     torch.testing.assert_close(compiled(x), m(x))
+
+
+def _one_graph(fn):
+    sapwood_tracer.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return sapwood_tracer.compile(fn, backend=backend, fullgraph=True), graphs
+
+
+def test_an_attribute_assigned_to_a_computed_tensor_is_read_back_and_set_on_the_output() -> None:
+    def fn(x):
+        y = x + 1
+        y.tag = 3
+        z = y.add_(1)  # the same object: it has the attribute too
+        return y * z.tag, z
+
+    compiled, graphs = _one_graph(fn)
+    x = torch.randn(3)
+    got, want = compiled(x), fn(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1].tag == want[1].tag == 3 and len(graphs) == 1
+
+
+def test_an_attribute_assigned_to_an_input_tensor_is_written_to_the_real_tensor() -> None:
+    def fn(x):
+        x.scale = 2.0
+        return x * x.scale
+
+    compiled, graphs = _one_graph(fn)
+    ours, theirs = torch.randn(3), torch.randn(3)
+    theirs.copy_(ours)
+    torch.testing.assert_close(compiled(ours), fn(theirs))
+    assert ours.scale == theirs.scale == 2.0 and len(graphs) == 1
+
+
+def test_an_assigned_attribute_shadows_a_method_and_data_descriptors_are_refused() -> None:
+    def shadows(x):
+        y = x * 2
+        y.add = 5
+        return y + y.add
+
+    compiled, _ = _one_graph(shadows)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), shadows(x))
+
+    def sets_grad(x):
+        y = x * 2
+        y.grad = x  # a data descriptor of the class: not modelled
+        return y
+
+    compiled, _ = _one_graph(sets_grad)
+    try:
+        compiled(x)
+    except sapwood_tracer.Unsupported as exc:
+        assert "Tensor.grad" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("assigning .grad was captured")

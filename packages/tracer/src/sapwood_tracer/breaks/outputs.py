@@ -84,7 +84,12 @@ from ..values.real_iterators import RealRangeIteratorValue, advance
 from ..values.runtime_objects import LockValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
-from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
+from ..values.tensors import (
+    TensorMethodValue,
+    TensorValue,
+    TorchFunctionValue,
+    assigned_attributes,
+)
 from .function_rebuild import emit_function_attributes
 from .generator_rebuild import emit_generator, emit_reposition, generator_parts
 from .handles import emit_made_again
@@ -138,6 +143,8 @@ class OutputCollector:
         if isinstance(value, TensorValue):
             if not value.is_input():
                 self.graph_index(value)
+                for item in assigned_attributes(value).values():
+                    self.collect(item, seen)
         elif isinstance(value, SymNumberValue):  # a symbolic size: the graph computes it
             self.graph_index(value)  # type: ignore[arg-type]
         elif isinstance(value, NdarrayValue):
@@ -390,10 +397,20 @@ def _emit_value(
         built[id(value)] = name
         return name
     if isinstance(value, TensorValue):
-        if value.is_input():
+        if value.is_input():  # (its assigned attributes are attribute writes)
             assert value.input_source is not None
             return em.source(value.input_source, indent)
-        return f"o[{collector.graph_index(value)}]"
+        out = f"o[{collector.graph_index(value)}]"
+        assigned = assigned_attributes(value)
+        if not assigned:
+            return out
+        name = em.temp()  # the graph's output, given the attributes the trace assigned
+        em.lines.append(f"{indent}{name} = {out}")
+        built[id(value)] = name
+        for k, v in assigned.items():
+            item = _emit(em, v, collector, built, indent)
+            em.lines.append(f"{indent}setattr({name}, {em.const(k)}, {item})")
+        return name
     if isinstance(value, SymNumberValue):
         return f"o[{collector.graph_index(value)}]"  # type: ignore[arg-type]
     if isinstance(value, NdarrayValue):  # numpy's view of the tensor (a scalar: its item)

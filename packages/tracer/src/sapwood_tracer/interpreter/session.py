@@ -468,8 +468,9 @@ class TraceSession:
         writes = [(name, value)]
         if name in CHAINING_FIELDS and issubclass(target.python_type(), BaseException):
             writes = chaining_writes(name, value)
+        real = self.graph.input_object(target) if isinstance(target, TensorValue) else None
         for field, item in writes:
-            self.side_effects.store_attr(target, field, item)
+            self.side_effects.store_attr(target, field, item, real)
 
     def plain_setattr(self, cls: type) -> bool:
         """Whether ``cls``'s ``__setattr__``, not object's, is a plain store all the same:

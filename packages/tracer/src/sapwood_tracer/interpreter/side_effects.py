@@ -113,8 +113,11 @@ class SideEffects:
             return False, None
         return True, known[2]
 
-    def store_attr(self, target: Value, name: str, value: Value) -> None:
-        obj = getattr(target, "obj", None)
+    def store_attr(self, target: Value, name: str, value: Value, obj: Any = None) -> None:
+        """A write of ``target.name`` (``obj``: the real object, where the value does not
+        hold it), replayed after the graph."""
+        if obj is None:
+            obj = getattr(target, "obj", None)
         if obj is None:
             obj = getattr(target, "module", None)
         if obj is None:

@@ -23,6 +23,7 @@ import functools
 import math
 import operator
 import sys
+import weakref
 from typing import Any
 
 import torch
@@ -46,11 +47,33 @@ __all__ = [
     "TensorMethodValue",
     "TensorValue",
     "TorchFunctionValue",
+    "assigned_attributes",
     "same_tensor",
     "size_of",
     "to_graph_arg",
     "wrap_graph_result",
 ]
+
+
+#: attributes the trace assigned to tensors (``t.scale = 2.0``), by the id of the tensor
+#: object's fake tensor (with a weak reference that tells a reused id): read back before
+#: the tensor's class, and set on the real tensor after the graph
+_ASSIGNED: dict[int, tuple[weakref.ref[torch.Tensor], dict[str, Value]]] = {}
+
+
+def assigned_attributes(value: TensorValue) -> dict[str, Value]:
+    """The attributes the trace assigned to the tensor ``value`` stands for, in order."""
+    found = _ASSIGNED.get(id(value.fake))
+    return found[1] if found is not None and found[0]() is value.fake else {}
+
+
+def _assign(fake: torch.Tensor, name: str, value: Value) -> None:
+    found = _ASSIGNED.get(id(fake))
+    if found is None or found[0]() is not fake:
+        for key in [k for k, (ref, _) in _ASSIGNED.items() if ref() is None]:
+            del _ASSIGNED[key]  # (tables of fake tensors gone with their traces)
+        found = _ASSIGNED[id(fake)] = (weakref.ref(fake), {})
+    found[1][name] = value
 
 
 class TensorValue(Value):
@@ -77,6 +100,9 @@ class TensorValue(Value):
     # -- metadata ----------------------------------------------------------------------------
     def getattr(self, tx: Context, name: str) -> Value:
         fake = self.fake
+        assigned = assigned_attributes(self)
+        if name in assigned and not _data_descriptor(name):
+            return assigned[name]
         if name == "shape" and has_symbolic_shape(fake):
             return symbolic_size(tx, self, [], {})
         if name in _STATIC_ATTRS:
@@ -110,7 +136,16 @@ class TensorValue(Value):
         if name == "requires_grad":
             set_requires_grad(tx, self, value, method=False)
             return
-        raise Unsupported(f"assigning Tensor.{name}")
+        if _data_descriptor(name) or (name.startswith("__") and name.endswith("__")):
+            raise Unsupported(f"assigning Tensor.{name}")
+        if not _is_fake(self.fake):
+            raise Unsupported(f"assigning Tensor.{name} of {self.describe()}")
+        if self.input_source is not None:  # the real tensor's attribute, set after the graph
+            if tx.graph.input_object(self) is None:
+                raise Unsupported(f"assigning Tensor.{name} of {self.describe()}")
+            tx.record_attr_write(self, name, value)
+        # one table per tensor object (values with one fake tensor are one object)
+        _assign(self.fake, name, value)
 
     def truth(self, tx: Context) -> bool:
         raise Unsupported(
