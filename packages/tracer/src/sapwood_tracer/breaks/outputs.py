@@ -84,12 +84,8 @@ from ..values.real_iterators import RealRangeIteratorValue, advance
 from ..values.runtime_objects import LockValue
 from ..values.sets import SetValue
 from ..values.symbolic import SymNumberValue
-from ..values.tensors import (
-    TensorMethodValue,
-    TensorValue,
-    TorchFunctionValue,
-    assigned_attributes,
-)
+from ..values.tensor_attributes import assigned_attributes, emit_with_attributes
+from ..values.tensors import TensorMethodValue, TensorValue, TorchFunctionValue
 from .function_rebuild import emit_function_attributes
 from .generator_rebuild import emit_generator, emit_reposition, generator_parts
 from .handles import emit_made_again
@@ -401,16 +397,8 @@ def _emit_value(
             assert value.input_source is not None
             return em.source(value.input_source, indent)
         out = f"o[{collector.graph_index(value)}]"
-        assigned = assigned_attributes(value)
-        if not assigned:
-            return out
-        name = em.temp()  # the graph's output, given the attributes the trace assigned
-        em.lines.append(f"{indent}{name} = {out}")
-        built[id(value)] = name
-        for k, v in assigned.items():
-            item = _emit(em, v, collector, built, indent)
-            em.lines.append(f"{indent}setattr({name}, {em.const(k)}, {item})")
-        return name
+        emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+        return emit_with_attributes(em, value, out, emit, built, indent)
     if isinstance(value, SymNumberValue):
         return f"o[{collector.graph_index(value)}]"  # type: ignore[arg-type]
     if isinstance(value, NdarrayValue):  # numpy's view of the tensor (a scalar: its item)

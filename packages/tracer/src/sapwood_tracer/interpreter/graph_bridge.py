@@ -24,10 +24,16 @@ from sapwood_graph import (
 )
 
 from ..errors import Unsupported
-from ..guards.sources import LeafViewSource
+from ..guards.sources import LeafViewSource, ReaderSource
 from ..marks import static_address_marked
 from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
+from ..values.tensor_subclasses import (
+    check_subclass_input,
+    inner_versions,
+    subclass_layout,
+    written_inner_tensors,
+)
 from ..values.tensors import TensorValue, graph_error, to_graph_arg, wrap_graph_result
 from .leaf_views import MadeLeaf, check_unwritten, make_leaf_source, shares_tensor, view_steps
 from .marked_dynamic import specialized_marks, watch_marked_dims, watched_shape_env
@@ -88,16 +94,19 @@ class GraphBridge:
         self.input_objects: dict[int, torch.Tensor] = {}
         self.input_order: list[Source] = []
         self.made_leaves: list[MadeLeaf] = []
+        #: tensor subclass inputs, with their inner tensors' versions when made
+        self.subclass_inputs: list[tuple[TensorValue, tuple[int, ...]]] = []
 
     def fake_mode(self) -> Any:
         return self.og.fake_mode
 
     # -- inputs --------------------------------------------------------------------------------
     def tensor_input(self, tx: Context, tensor: torch.Tensor, source: Source) -> TensorValue:
-        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(
+        subclass = type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not isinstance(
             tensor, torch.nn.Buffer if hasattr(torch.nn, "Buffer") else ()
-        ):
-            raise Unsupported(f"a tensor subclass input ({type(tensor).__qualname__})")
+        )
+        if subclass:
+            check_subclass_input(tensor)
         known = self.inputs.get(id(tensor))
         if known is not None and known[0] is tensor:
             # One tensor reached through two sources: one graph input, and a guard that the
@@ -107,7 +116,7 @@ class GraphBridge:
             tx.guard(GuardKind.ALIAS_MATCH, source, value.input_source)
             return value
         try:
-            dims = self.shape_plan.tensor_dims(source, tensor)
+            dims = frozenset() if subclass else self.shape_plan.tensor_dims(source, tensor)
             proxy = self.og.create_graph_input(
                 source,
                 tensor,
@@ -122,6 +131,10 @@ class GraphBridge:
             watch_marked_dims(self.og.shape_env, tx.location, tensor, fake, source)
         value = TensorValue(proxy, fake, source)
         value.input_type = type(tensor)
+        if subclass:  # its inner tensors, guarded; their writes watched (see the module)
+            layout = subclass_layout(tensor)
+            tx.guard(GuardKind.CONSTANT_MATCH, ReaderSource(source, subclass_layout), layout)
+            self.subclass_inputs.append((value, inner_versions(fake)))
         self.inputs[id(tensor)] = (tensor, value)
         self.input_objects[id(value)] = tensor
         self.input_order.append(source)
@@ -175,8 +188,16 @@ class GraphBridge:
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         _stamp(tx, proxy)
+        self._check_subclass_writes()
         name = getattr(fn, "__name__", str(fn))
         return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name)
+
+    def _check_subclass_writes(self) -> None:
+        for value, versions in self.subclass_inputs:
+            if written_inner_tensors(value.fake, versions):
+                raise Unsupported(
+                    f"writing in place to a tensor subclass input ({value.input_type.__qualname__})"
+                )
 
     def call_method(
         self, tx: Context, name: str, args: list[Value], kwargs: dict[str, Value]
@@ -188,6 +209,7 @@ class GraphBridge:
         except FakePropagationError as exc:
             raise graph_error(exc) from exc
         _stamp(tx, proxy)
+        self._check_subclass_writes()
         fake = proxy.node.meta["example_value"]
         receiver = args[0] if args else None
         if (

@@ -19,20 +19,18 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import operator
 import sys
-import weakref
 from typing import Any
 
 import torch
 
-from sapwood_graph import AttrSource, FakePropagationError, Source
+from sapwood_graph import FakePropagationError, Source
 
 from ..errors import TracedException, Unsupported
 from ..foreign import is_numpy_scalar
-from ..guards.sources import ContainsSource, LeafViewSource, ReaderSource
+from ..guards.sources import LeafViewSource
 from .base import ConstantValue, Context, Value, attribute_missing, truth_of_plain_object
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
 from .symbolic import (
@@ -42,38 +40,23 @@ from .symbolic import (
     is_number_expr,
     number_from_fake,
 )
+from .tensor_attributes import (
+    assign_attribute,
+    assigned_attributes,
+    data_descriptor,
+    instance_attribute,
+)
+from .tensor_subclasses import is_wrapper_subclass, subclass_attribute_refused
 
 __all__ = [
     "TensorMethodValue",
     "TensorValue",
     "TorchFunctionValue",
-    "assigned_attributes",
     "same_tensor",
     "size_of",
     "to_graph_arg",
     "wrap_graph_result",
 ]
-
-
-#: attributes the trace assigned to tensors (``t.scale = 2.0``), by the id of the tensor
-#: object's fake tensor (with a weak reference that tells a reused id): read back before
-#: the tensor's class, and set on the real tensor after the graph
-_ASSIGNED: dict[int, tuple[weakref.ref[torch.Tensor], dict[str, Value]]] = {}
-
-
-def assigned_attributes(value: TensorValue) -> dict[str, Value]:
-    """The attributes the trace assigned to the tensor ``value`` stands for, in order."""
-    found = _ASSIGNED.get(id(value.fake))
-    return found[1] if found is not None and found[0]() is value.fake else {}
-
-
-def _assign(fake: torch.Tensor, name: str, value: Value) -> None:
-    found = _ASSIGNED.get(id(fake))
-    if found is None or found[0]() is not fake:
-        for key in [k for k, (ref, _) in _ASSIGNED.items() if ref() is None]:
-            del _ASSIGNED[key]  # (tables of fake tensors gone with their traces)
-        found = _ASSIGNED[id(fake)] = (weakref.ref(fake), {})
-    found[1][name] = value
 
 
 class TensorValue(Value):
@@ -92,6 +75,9 @@ class TensorValue(Value):
         return f"a tensor ({str(self.fake.dtype).removeprefix('torch.')}, {list(self.fake.shape)})"
 
     def python_type(self) -> type:
+        kind = type(self.fake)
+        if kind is not torch.Tensor and not _is_fake(self.fake) and is_wrapper_subclass(self.fake):
+            return kind  # (an operation's result of a subclass input is of its class too)
         return self.input_type
 
     def is_input(self) -> bool:
@@ -101,14 +87,19 @@ class TensorValue(Value):
     def getattr(self, tx: Context, name: str) -> Value:
         fake = self.fake
         assigned = assigned_attributes(self)
-        if name in assigned and not _data_descriptor(name):
+        if name in assigned and not data_descriptor(name):
             return assigned[name]
+        cls = self.python_type()
+        if cls is not torch.Tensor and cls is not torch.nn.Parameter:
+            refused = subclass_attribute_refused(cls, name) if is_wrapper_subclass(fake) else None
+            if refused is not None:
+                raise refused
         if name == "shape" and has_symbolic_shape(fake):
             return symbolic_size(tx, self, [], {})
         if name in _STATIC_ATTRS:
             return ConstantValue(_static_value(getattr(fake, name)))
-        if self.input_source is not None and not _data_descriptor(name):
-            own = _instance_attribute(tx, self, name)
+        if self.input_source is not None and not data_descriptor(name) and cls is self.input_type:
+            own = instance_attribute(tx, self, name)
             if own is not None:
                 return own
         if name in _DATA_DEPENDENT and not callable(getattr(torch.Tensor, name, None)):
@@ -136,7 +127,7 @@ class TensorValue(Value):
         if name == "requires_grad":
             set_requires_grad(tx, self, value, method=False)
             return
-        if _data_descriptor(name) or (name.startswith("__") and name.endswith("__")):
+        if data_descriptor(name) or (name.startswith("__") and name.endswith("__")):
             raise Unsupported(f"assigning Tensor.{name}")
         if not _is_fake(self.fake):
             raise Unsupported(f"assigning Tensor.{name} of {self.describe()}")
@@ -145,7 +136,7 @@ class TensorValue(Value):
                 raise Unsupported(f"assigning Tensor.{name} of {self.describe()}")
             tx.record_attr_write(self, name, value)
         # one table per tensor object (values with one fake tensor are one object)
-        _assign(self.fake, name, value)
+        assign_attribute(self, name, value)
 
     def truth(self, tx: Context) -> bool:
         raise Unsupported(
@@ -299,45 +290,6 @@ class TensorMethodValue(Value):
         if name == "new":  # the legacy constructor: sizes or data, decided as torch does
             return tx.call_torch_function(torch.Tensor.new, [self.tensor, *args], kwargs)
         return tx.graph.call_method(tx, name, [self.tensor, *args], kwargs)
-
-
-@functools.cache
-def _data_descriptor(name: str) -> bool:
-    """Whether ``Tensor.name`` is a data descriptor (``shape``, ``grad``), which an instance
-    attribute of the same name cannot shadow."""
-    for klass in torch.nn.Parameter.__mro__:
-        if name in vars(klass):
-            kind = type(vars(klass)[name])
-            return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
-    return False
-
-
-#: every name a tensor's class defines: an instance attribute of one of these shadows it
-_TENSOR_NAMES = frozenset(n for k in torch.nn.Parameter.__mro__ for n in vars(k))
-
-
-def shadows_tensor_names(tensor: torch.Tensor) -> bool:
-    """Whether a tensor's own ``__dict__`` has a name its class defines (a guard reader)."""
-    return not tensor.__dict__.keys().isdisjoint(_TENSOR_NAMES)
-
-
-def _instance_attribute(tx: Context, tensor: TensorValue, name: str) -> Value | None:
-    """``tensor.name`` from the input tensor's own ``__dict__`` (``x.scale = 2.0`` set before
-    the call), where Python looks first for a name no data descriptor takes; None where the
-    dict has no such name, and a guard that it still has none on later calls: for a name of
-    the tensor API (a method), one guard per tensor that its dict shadows no such name."""
-    real = tx.graph.input_object(tensor)
-    source = tensor.input_source
-    if real is None or source is None:
-        return None
-    attrs = real.__dict__
-    if name in attrs:
-        return tx.wrap(attrs[name], AttrSource(source, name))
-    if name in _TENSOR_NAMES:
-        tx.guard_false(ReaderSource(source, shadows_tensor_names))
-    else:
-        tx.guard_false(ContainsSource(AttrSource(source, "__dict__"), name))
-    return None
 
 
 def _legacy_tensor_class(value: Value) -> bool:
