@@ -295,19 +295,13 @@ class DeviceRuntime:
         try:
             graph, captured = layer.capture(fn.model, list(recording_inputs))
         except Exception as exc:  # anything that cannot be captured runs eagerly
-            fn.eager_reason = f"capture failed: {type(exc).__name__}: {exc}"
-            warnings.warn(  # once: the function runs eagerly from now on
-                f"'{fn.name}' could not be recorded into a CUDA graph and runs eagerly from "
-                f"now on ({fn.eager_reason}); the tree's other functions still replay",
-                stacklevel=_caller_stacklevel(),
-            )
-            return fn.run_eagerly(inputs, fn.eager_reason)
+            reason = fn.give_up(f"capture failed: {type(exc).__name__}: {exc}")
+            return fn.run_eagerly(inputs, reason)
         captured = list(captured)
         odd = uncapturable_output(captured)
         if odd is not None:
             layer.release_graph(graph)
-            fn.eager_reason = odd
-            return fn.run_eagerly(inputs, odd)
+            return fn.run_eagerly(inputs, fn.give_up(odd))
         drifted = drifted_outputs(fn.eager_devices, captured)
         layout = OutputLayout.analyze(captured, recording_inputs, fn.constants, layer.pool_ranges())
         layer.replay(graph)
@@ -468,6 +462,17 @@ class TreeFunction:
         self.runtime.evict(node)
         self.evictions += 1
 
+    def give_up(self, reason: str) -> str:
+        """From now on this function runs eagerly, for ``reason``: said once, in a warning at
+        the caller's line (never a silent fallback), and in ``tree_info``."""
+        self.eager_reason = reason
+        warnings.warn(
+            f"'{self.name}' runs eagerly from now on, without CUDA graphs: {reason}; the "
+            "tree's other functions still replay",
+            stacklevel=_caller_stacklevel(),
+        )
+        return reason
+
     def run_eagerly(self, inputs: list[Any], reason: str) -> list[Any]:
         self.fallbacks[reason] += 1
         runtime = self.runtime
@@ -559,22 +564,22 @@ class TreeFunction:
         if static_moved:
             self.static_rerecords += 1
             if self.static_rerecords > self.max_static_rerecords:
-                self.eager_reason = (
+                reason = self.give_up(
                     f"static inputs changed address {self.static_rerecords} times "
                     f"(limit {self.max_static_rerecords}); pass stable parameters or do not "
                     "mark the changing inputs static (a compiler marks the inputs a graph "
                     "writes in place static too)"
                 )
-                return self.run_eagerly(inputs, self.eager_reason)
+                return self.run_eagerly(inputs, reason)
         if host_changed:
             self.host_rerecords += 1
             if self.host_rerecords > self.max_static_rerecords:
-                self.eager_reason = (
+                reason = self.give_up(
                     f"CPU scalar inputs changed value {self.host_rerecords} times (limit "
                     f"{self.max_static_rerecords}); a graph holds the value it was recorded "
                     "with, so pass a changing scalar as a tensor on the graph's device"
                 )
-                return self.run_eagerly(inputs, self.eager_reason)
+                return self.run_eagerly(inputs, reason)
         while len(self._lru) >= self.max_recordings and len(self._lru) > 0:
             before = len(self._lru)
             self._evict_one()
