@@ -240,3 +240,25 @@ def test_dtensor_inputs_compile_to_one_graph_with_their_placements(
     torch.testing.assert_close(got.full_tensor(), want.full_tensor())
     if backend == "eager":
         assert counting.count == 1 == _torch_graphs(fn, x, w)
+
+
+def test_a_subclass_parameter_is_an_nn_parameter_as_eagerly() -> None:
+    # nn.Parameter(subclass) keeps the subclass and flags it ``_is_param``: isinstance asks it
+    param = torch.nn.Parameter(_two((2,)))
+
+    def fn(p: torch.Tensor) -> tuple[bool, bool]:
+        return isinstance(p, torch.nn.Parameter), isinstance(p * 2, torch.nn.Parameter)
+
+    assert sapwood.compile(fn, backend=CountingBackend(), fullgraph=True)(param) == fn(param)
+    assert fn(param) == (True, False)
+
+
+def test_an_in_place_result_is_of_its_targets_type() -> None:
+    def fn(p: torch.Tensor) -> tuple[Any, ...]:
+        with torch.no_grad():
+            same = p.mul_(2)
+        return isinstance(same, torch.nn.Parameter), type(same) is type(p), same is p
+
+    param = torch.nn.Parameter(torch.randn(3))
+    got = sapwood.compile(fn, backend=CountingBackend(), fullgraph=True)(param)
+    assert got == fn(torch.nn.Parameter(torch.randn(3))) == (True, True, True)

@@ -73,6 +73,11 @@ class GraphRecorder(Protocol[V]):
         """The tensor object a graph input ``value`` was made for (None for other values)."""
         ...
 
+    def input_of(self, value: V) -> V | None:
+        """The graph input ``value`` is the very object of (itself, or an input an in-place
+        operation returned), or None."""
+        ...
+
     def symbol_proxy(self, expr: Any) -> Any | None:
         """The graph input bound to the size symbol ``expr``, if the graph has one."""
         ...

@@ -83,6 +83,16 @@ def _stamp(tx: Context, proxy: Any) -> None:
         proxy.node.meta["stack_trace"] = trace
 
 
+def _typed_as_target(result: Value, args: list[Value]) -> Value:
+    """An in-place operation's result is its target (``p.mul_(2)`` is ``p``): of its type."""
+    if isinstance(result, TensorValue):
+        for arg in args:
+            if isinstance(arg, TensorValue) and arg.fake is result.fake:
+                result.input_type = arg.python_type()
+                break
+    return result
+
+
 class GraphBridge:
     """Records one trace's graph."""
 
@@ -147,6 +157,10 @@ class GraphBridge:
     def input_object(self, value: Value) -> torch.Tensor | None:
         return self.input_objects.get(id(value))
 
+    def input_of(self, value: Value) -> TensorValue | None:
+        fake = getattr(value, "fake", None)
+        return next((v for _, v in self.inputs.values() if v.fake is fake), None)
+
     def symint_input(self, tx: Context, value: int, source: Source) -> Value:
         """An int argument traced as a symbol (the shape plan asked for it)."""
         proxy = self.og.create_graph_input(source, value)
@@ -190,7 +204,9 @@ class GraphBridge:
         _stamp(tx, proxy)
         self._check_subclass_writes()
         name = getattr(fn, "__name__", str(fn))
-        return wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name)
+        return _typed_as_target(
+            wrap_graph_result(tx, proxy, proxy.node.meta["example_value"], name), args
+        )
 
     def _check_subclass_writes(self) -> None:
         for value, versions in self.subclass_inputs:
@@ -223,7 +239,7 @@ class GraphBridge:
             # The node would cost a dispatch per call for nothing; the value is ``x``.
             proxy.node.graph.erase_node(proxy.node)
             return receiver
-        return wrap_graph_result(tx, proxy, fake, f"Tensor.{name}")
+        return _typed_as_target(wrap_graph_result(tx, proxy, fake, f"Tensor.{name}"), args)
 
     def symbol_proxy(self, expr: Any) -> Any | None:
         """The graph input bound to the size symbol ``expr`` (no node needed), or None."""

@@ -8,7 +8,6 @@ iterators they act on the values.
 
 from __future__ import annotations
 
-import abc
 import builtins
 import collections
 import functools
@@ -18,12 +17,9 @@ import operator
 import struct
 import sys
 import types
-import typing
 import weakref
 from collections.abc import Callable
 from typing import Any
-
-import torch
 
 from ..errors import Unsupported, forget_handled, weakly_referenced
 from ..foreign import numpy_errors_raise
@@ -258,54 +254,6 @@ def _fold_call(tx: Context, fn: Any, args: list[Value], kwargs: dict[str, Value]
 @handles(builtins.len)
 def _len(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ConstantValue(tx.length(args[0]))
-
-
-def _classinfo(value: Value) -> Any:
-    return value.as_constant()
-
-
-def _classes(info: Any) -> list[Any]:
-    """The classes of an ``isinstance`` class-info: a class, a tuple or ``X | Y`` of them."""
-    if isinstance(info, tuple):
-        return [c for item in info for c in _classes(item)]
-    if typing.get_origin(info) in (typing.Union, types.UnionType):
-        return _classes(typing.get_args(info))
-    return [info]
-
-
-#: Metaclasses whose ``isinstance`` answer is ``issubclass(type(obj), cls)`` for every value
-#: the tracer has (ABCs; ``nn.Parameter``'s marks tensor subclasses, which are never inputs).
-_PLAIN_INSTANCECHECKS = frozenset(
-    {type.__instancecheck__, abc.ABCMeta.__instancecheck__}
-    | {type(torch.nn.Parameter).__instancecheck__}
-)
-#: torch.FloatTensor, torch.cuda.LongTensor, ...: ``isinstance`` asks the tensor's dtype and
-#: device, which the fake tensor has (and the guards fix).
-_LEGACY_TENSOR_TYPES = frozenset(torch._tensor_classes)  # type: ignore[attr-defined]
-
-
-def _is_instance(obj: Value, cls: Any) -> bool:
-    if cls in _LEGACY_TENSOR_TYPES:
-        return isinstance(obj, TensorValue) and isinstance(obj.fake, cls)
-    if not isinstance(cls, type):
-        raise Unsupported(f"isinstance with {cls!r} (not a class) (TypeError)")
-    if type(cls).__instancecheck__ not in _PLAIN_INSTANCECHECKS:
-        raise Unsupported(
-            f"isinstance with {cls.__qualname__}, whose metaclass decides isinstance itself"
-        )
-    return issubclass(obj.python_type(), cls)
-
-
-@handles(builtins.isinstance)
-def _isinstance(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    obj, info = args
-    classes = _classes(_classinfo(info))
-    return ConstantValue(any(_is_instance(obj, cls) for cls in classes))
-
-
-@handles(builtins.issubclass)
-def _issubclass(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return ConstantValue(issubclass(args[0].as_constant(), _classinfo(args[1])))
 
 
 @handles(builtins.type)
