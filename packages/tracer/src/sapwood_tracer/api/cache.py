@@ -151,6 +151,8 @@ class CacheEntry:
     #: how a whole-graph trace's result is made of graph outputs (``capture.output_tree``),
     #: for export (``capture(describe_result=True)``; else None)
     output_tree: Any = None
+    #: why ``output_tree`` is None where the result was described (for export's error)
+    output_problem: str | None = None
     #: seconds the capture took: ``trace`` (the symbolic run that made this entry),
     #: ``backend`` (compiling its graph), ``entry`` (guards and generated code) and ``total``
     #: (the whole capture, a trace stopped at a graph break included)

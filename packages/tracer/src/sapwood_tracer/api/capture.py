@@ -327,7 +327,7 @@ def _trace_and_build(
         exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
     if describe_result and exit is None and result is not None:
-        entry.output_tree = _describe_result(tx, result, collector, writes)
+        entry.output_tree, entry.output_problem = _describe_result(tx, result, collector, writes)
     entry.weak_targets = _weak_targets(em, ordered, held)
     entry.times = {
         "trace": traced - started,
@@ -402,24 +402,54 @@ def _exit_open_autocast(tx: TraceSession) -> None:
 
 def _describe_result(
     tx: TraceSession, result: Value, collector: OutputCollector, writes: list[Any]
-) -> Any:
-    """:func:`output_tree` of a whole-graph trace's result; None where the trace also changes
-    Python state (an attribute, a global, a list or dict it was given), which a result alone
-    cannot carry."""
+) -> tuple[Any, str | None]:
+    """:func:`output_tree` of a whole-graph trace's result, or None and why not: the trace
+    also changes Python state (an attribute, a global, a list or dict it was given), which
+    a result alone cannot carry, or a part of the result is of no kind a tree holds."""
     effects = tx.side_effects
-    if (
-        any(not _unchanged(w.obj, w.name, w.value) for w in writes)
-        or effects.containers
-        or effects.cells
-        or effects.set_ops
-        or effects.globals
-        or effects.object_states
-    ):
-        return None
+    changed = [w for w in writes if not _unchanged(w.obj, w.name, w.value)]
+    state = (
+        f"sets the attribute {changed[0].name!r} of a {type(changed[0].obj).__qualname__}"
+        if changed
+        else "changes a list or dict it was given"
+        if effects.containers
+        else "assigns a variable of an enclosing function"
+        if effects.cells
+        else "changes a set it was given"
+        if effects.set_ops
+        else f"assigns the global {next(iter(effects.globals))[1]!r}"
+        if effects.globals
+        else "changes the state of an object it was given"
+        if effects.object_states
+        else None
+    )
+    if state is not None:
+        return None, state
     try:
-        return output_tree(result, collector)
-    except Unsupported:
-        return None
+        tree = output_tree(result, collector)
+    except Unsupported as exc:
+        return None, f"returns what cannot be rebuilt ({exc.construct})"
+    if tree is None:
+        return None, (
+            f"returns {_odd_part(result, collector).describe()}, which is not a "
+            "tensor the graph computes, a constant, a tuple, list, dict or ModelOutput"
+        )
+    return tree, None
+
+
+def _odd_part(value: Value, collector: OutputCollector) -> Value:
+    """The first part of ``value`` that :func:`output_tree` does not describe."""
+    parts: list[Value] = []
+    if isinstance(value, (TupleValue, ListValue)):
+        parts = list(value.items)
+    elif isinstance(value, OrderedDataclassValue) and value.obj is None:
+        parts = list(value.rebuild_kwargs().values())
+    elif type(value) is DictValue:
+        parts = [item for _, item in value.entries.values()]
+    for part in parts:
+        if output_tree(part, collector) is None:
+            return _odd_part(part, collector)
+    return value
 
 
 def output_tree(value: Value, collector: OutputCollector) -> Any:

@@ -91,10 +91,9 @@ def export(
     )
     if entry.output_tree is None:
         raise Unsupported(
-            f"exporting {type(model).__qualname__}.forward, whose result is not made of "
-            "tensors computed by the graph, constants, tuples, lists and dicts, or which "
-            "changes Python state (an attribute, a global, a list or dict it was given) that "
-            "an exported program cannot"
+            f"exporting {type(model).__qualname__}.forward, which {entry.output_problem} "
+            "(an exported program only computes tensors, constants and containers of them "
+            "from its inputs)"
         )
     gm = graphs[-1] if graphs and entry.has_graph else None
     checks = [g for g in entry.guards if g.kind is GuardKind.SHAPE]
