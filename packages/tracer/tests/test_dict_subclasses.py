@@ -227,3 +227,36 @@ def test_repr_of_a_subclass_with_its_own_repr_runs_on_every_call():
     _REPRS.clear()
     assert [compiled(), compiled()] == ["logged", "logged"]
     assert _REPRS == ["repr", "repr"]
+
+
+class _Shifted(dict):
+    """A ``__setitem__`` of its own: ``d[k] = v`` runs it, dict's own methods never do."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value + 1)
+
+
+def test_a_setitem_of_the_class_runs_for_stores_and_not_for_dicts_own_methods():
+    def fn(x: torch.Tensor) -> tuple:
+        d = _Shifted(x=5 * x)  # dict's __init__: no __setitem__
+        d["y"] = 10
+        d.update(z=1)  # dict's update: no __setitem__
+        d.setdefault("w", 2)
+        return d, type(d).__name__
+
+    got = _same(fn, torch.randn(3))
+    assert got[0]["y"] == 11 and got[0]["z"] == 1 and got[0]["w"] == 2
+
+
+def test_an_input_of_a_class_with_its_own_setitem_is_not_mutated_by_the_trace():
+    def fn(x: torch.Tensor, d: dict) -> torch.Tensor:
+        d["z"] = 3
+        return x + 1
+
+    strict = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)
+    with pytest.raises(sapwood_tracer.Unsupported, match="mutating a _Shifted"):
+        strict(torch.ones(1), _Shifted(a=1))
+    lenient = sapwood_tracer.compile(fn, backend=_eager)
+    ours, theirs = _Shifted(a=1), _Shifted(a=1)
+    torch.testing.assert_close(lenient(torch.ones(1), ours), fn(torch.ones(1), theirs))
+    assert ours == theirs == {"a": 1, "z": 4}

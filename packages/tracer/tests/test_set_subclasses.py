@@ -172,3 +172,42 @@ def test_set_operators_with_an_operand_that_is_not_a_set_raise_type_error(make_o
     expected = fn(make_other())
     got = sapwood_tracer.compile(fn, backend=_eager, fullgraph=True)(make_other())
     assert got == expected
+
+
+class ShiftedSet(set):
+    """Methods of its own, one of them overriding set's ``add`` (and calling it)."""
+
+    def add(self, item: Any) -> None:
+        super().add(item + 1)
+
+    def contains(self, item: Any) -> bool:
+        return item - 1 in self
+
+
+def test_a_subclass_with_methods_of_its_own_built_in_the_trace():
+    def fn(x: torch.Tensor) -> tuple:
+        s = ShiftedSet([1, 2])
+        s.add(3)
+        return x + len(s), s == {1, 2, 4}, s.contains(4), s
+
+    _same(fn, lambda: torch.zeros(1), fullgraph=True)
+
+
+def test_a_subclass_input_with_methods_of_its_own_is_changed_as_eagerly():
+    def fn(x: torch.Tensor, s: ShiftedSet) -> torch.Tensor:
+        s.add(5)
+        s.discard(1)
+        return x + len(s)
+
+    _same(fn, lambda: torch.zeros(1), lambda: ShiftedSet([1, 9]), fullgraph=True)
+
+
+def test_a_subclass_overriding_a_special_method_is_not_built_in_the_trace():
+    class Counting(set):
+        def __contains__(self, item: Any) -> bool:  # applied by `in` without a lookup
+            return True
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x + (1 if 7 in Counting() else 0)
+
+    _same(fn, lambda: torch.zeros(1))

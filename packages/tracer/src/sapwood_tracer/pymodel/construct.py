@@ -228,10 +228,14 @@ def construct(
     if c_partial_base(cls) is not None:
         return make_partial(tx, cls, args, kwargs)
     if plain_set_subclass(cls):
-        # nothing of set's is overridden: set's own construction, of this class
+        # no special method of set's is overridden: set's own construction, of this class
+        # (the key mirror of a class with methods of its own is of the base: the mirror's
+        # operations are set's, never the class's)
         if len(args) > 1 or kwargs:
             raise Unsupported(f"{cls.__qualname__}() with these arguments (TypeError)")
-        made = new_set(tx, args, {}, frozen=issubclass(cls, frozenset), kind=cls)
+        frozen = issubclass(cls, frozenset)
+        mirror = cls if plain_subclass_of(cls, (set, frozenset)) else None
+        made = new_set(tx, args, {}, frozen=frozen, kind=mirror)
         return SetSubclassValue(cls, made.members, made.order)
     if python_dict_subclass(cls):
         return construct_dict_subclass(tx, cls, args, kwargs)

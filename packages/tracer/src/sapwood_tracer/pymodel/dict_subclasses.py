@@ -14,8 +14,10 @@ storage directly. So a class is built in the trace only when:
   reads and writes, ``in``, ``len``, iteration, truth, attribute access, ``__del__``.
   (A class whose ``__repr__`` is its own, outside ``collections``, never counts as a
   constant: ``repr()`` would run it once, while tracing.)
-  ``__delitem__`` is looked up by ``del x[k]`` (:func:`delete_item`) and ``__missing__`` by a
-  missing key, so those may be overridden.
+  ``__delitem__`` is looked up by ``del x[k]`` (:func:`delete_item`), ``__setitem__`` by
+  ``x[k] = v`` (:func:`store_item`; dict's own methods never call it) and ``__missing__`` by
+  a missing key, so those may be overridden. An input of a class that overrides
+  ``__setitem__`` is not mutated by the trace (the write-back stores items).
 
 The instance has no attributes of its own: setting one is refused (a graph break), so a
 rebuilt object lacks nothing the eager one has.
@@ -39,7 +41,7 @@ from ..values.dict_storage import python_dict_subclass
 from ..values.sets import SetValue
 from .builtins import handles
 
-__all__ = ["construct_dict_subclass", "delete_item", "python_dict_subclass"]
+__all__ = ["construct_dict_subclass", "delete_item", "python_dict_subclass", "store_item"]
 
 
 def construct_dict_subclass(
@@ -76,6 +78,19 @@ def delete_item(tx: Context, container: Value, key: Value) -> None:
             tx.call(method, [key], {})
             return
     container.delitem(tx, key)
+
+
+def store_item(tx: Context, container: Value, key: Value, value: Value) -> None:
+    """``container[key] = value``: the ``__setitem__`` of a dict subclass written in Python
+    inlined (its ``super().__setitem__`` writes the storage), else the container's own store."""
+    if isinstance(container, DictValue) and container.python_type() not in _BUILTIN_CONTAINERS:
+        raw = lookup_mro(container.python_type(), "__setitem__")[1]
+        if isinstance(raw, types.FunctionType):
+            method = class_attribute(tx, container.python_type(), "__setitem__", container)
+            assert method is not None
+            tx.call(method, [key, value], {})
+            return
+    container.setitem(tx, key, value)
 
 
 #: the classes whose ``__setitem__`` and ``get`` the model implements on dict's storage

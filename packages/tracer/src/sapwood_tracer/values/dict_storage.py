@@ -20,7 +20,6 @@ _APPLIED_WITHOUT_LOOKUP = frozenset(
     {
         "__new__",
         "__getitem__",
-        "__setitem__",
         "__contains__",
         "__len__",
         "__iter__",
@@ -60,7 +59,9 @@ def mutable_input_dict(cls: type) -> bool:
     """Whether an input of the dict subclass ``cls`` may be mutated by the trace: the model
     follows its class exactly, or it keeps all of dict's mutators (``defaultdict``)."""
     if python_dict_subclass(cls):
-        return True
+        # (the write-back stores items: a __setitem__ of the class's would run again)
+        owner = next(k for k in cls.__mro__ if "__setitem__" in vars(k))
+        return owner is dict
     return issubclass(cls, dict) and all(
         getattr(cls, name) is getattr(dict, name)
         for name in ("clear", "update", "__setitem__", "__delitem__", "pop", "setdefault")

@@ -1,4 +1,5 @@
-"""Instances of set and frozenset subclasses that define nothing (``class Tags(set): pass``).
+"""Instances of set and frozenset subclasses that define nothing (``class Tags(set): pass``) or
+ordinary methods alone (``def add(self, item): super().add(item + 1)``), which are inlined.
 
 Such an instance behaves as its base set in everything but its type, and Python's own set
 code gives results of the *base* type: ``s | t``, ``s.union(t)`` and ``s.copy()`` of a
@@ -20,12 +21,14 @@ What differs from :class:`SetValue`:
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from sapwood_graph import AttrSource
 
 from ..errors import Unsupported
 from ..guards.sources import ContainsSource
+from .attributes import class_attribute, lookup_mro
 from .base import BoundBuiltinMethod, ConstantValue, Context, Value
 from .sets import SetValue
 
@@ -61,14 +64,33 @@ def plain_subclass_of(cls: type, bases: tuple[type, ...]) -> bool:
 
 
 def plain_set_subclass(cls: type) -> bool:
-    """Whether ``cls`` subclasses ``set`` or ``frozenset`` through classes that define
-    nothing, under the plain metaclass."""
-    return plain_subclass_of(cls, (set, frozenset))
+    """Whether ``cls`` subclasses ``set`` or ``frozenset`` through classes written in Python
+    that define nothing but ordinary methods (no special method: those the model applies
+    without looking at the class), under the plain metaclass."""
+    if plain_subclass_of(cls, (set, frozenset)):
+        return True
+    if type(cls) is not type or cls in (set, frozenset) or not issubclass(cls, (set, frozenset)):
+        return False
+    for klass in cls.__mro__:
+        if klass in (set, frozenset):
+            return True
+        if klass.__module__ == "builtins":
+            return False
+        for name, raw in vars(klass).items():
+            if name in _INERT_NAMES:
+                continue
+            if name.startswith("__") or not isinstance(
+                raw, (types.FunctionType, staticmethod, classmethod)
+            ):
+                return False
+    return False
 
 
 class SetSubclassValue(SetValue):
-    """A set (or frozenset) of a subclass that defines nothing; ``order`` is a real instance
-    of the subclass (for an input, the input itself)."""
+    """A set (or frozenset) of a subclass that defines nothing or ordinary methods alone (found
+    first, and inlined); ``order`` is a real instance of the subclass (for an input, the input
+    itself), or of its base for a class with methods of its own, whose mirror operations must
+    be set's."""
 
     __slots__ = ("cls", "obj")
 
@@ -99,6 +121,11 @@ class SetSubclassValue(SetValue):
             tx.guard_false(ContainsSource(AttrSource(self.source, "__dict__"), name))
         if name == "__init__" and self.frozen:
             return BoundBuiltinMethod(self, name)
+        klass, _ = lookup_mro(self.cls, name)
+        if klass is not None and klass.__module__ != "builtins":  # a method of the class's own
+            found = class_attribute(tx, self.cls, name, self)
+            if found is not None:
+                return found
         return super().getattr(tx, name)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import Unsupported
 from ...pymodel import operators as ops
-from ...pymodel.dict_subclasses import delete_item
+from ...pymodel.dict_subclasses import delete_item, store_item
 from ...pymodel.text import inlines_text, member_text, object_format, object_text
 from ...values.base import ConstantValue, Value
 from ...values.containers import ListValue, SliceValue, TupleValue
@@ -154,7 +154,7 @@ def store_subscr(frame: SymbolicFrame, inst: Instruction) -> None:
     key = frame.pop()
     container = frame.pop()
     value = frame.pop()
-    container.setitem(frame.tx, key, value)
+    store_item(frame.tx, container, key, value)
 
 
 @opcode("DELETE_SUBSCR")
