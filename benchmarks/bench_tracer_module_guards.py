@@ -23,7 +23,9 @@ the three guard shortcuts its config marks unsafe turned off (``skip_nnmodule_ho
 ``skip_no_tensor_aliasing_guards_on_parameters``, ``skip_tensor_guards_with_matching_dict_tags``:
 by default it does not see a hook added after compiling, a parameter passed twice, or a
 parameter changed in place through ``.data``), so that both check the same things; the ratio
-beside it is sapwood's time over that.
+beside it is sapwood's time over that. ``inputs only`` is sapwood with the model declared
+frozen (``guards="inputs"``, the opt-in for serving: the module's identity checked instead of
+its tree), and its ratio to torch.compile's default.
 
 Run: ``PYTHONPATH=packages/graph/src:packages/tracer/src python benchmarks/bench_tracer_module_guards.py``
 """
@@ -230,6 +232,7 @@ def _measure(label: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
         entry = statistics.median(_entry_tottime(ours, x, 500) for _ in range(3))
         entry_wall = _entry_wall(model, x)
         checked = _dynamo_with_its_checks(model, x)
+        frozen = _frozen_per_call(model, x)
     modules = sum(1 for _ in model.modules())
     tensors = sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
     result = {
@@ -244,6 +247,8 @@ def _measure(label: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
         "ratio_sapwood_over_dynamo_checked": (
             statistics.median(times["sapwood"]) / checked if checked else None
         ),
+        "sapwood_inputs_only_us": frozen * 1e6,
+        "ratio_inputs_only_over_dynamo": frozen / statistics.median(times["dynamo"]),
     }
     print(
         f"{label:<16}{modules:>8}{tensors:>8}{result['sapwood_us']:>10.1f}us"
@@ -253,10 +258,22 @@ def _measure(label: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
             f"{checked * 1e6:>10.1f}us{result['ratio_sapwood_over_dynamo_checked']:>8.2f}"
             if checked
             else ""
-        ),
+        )
+        + f"{frozen * 1e6:>10.1f}us{result['ratio_inputs_only_over_dynamo']:>8.2f}",
         flush=True,
     )
     return result
+
+
+def _frozen_per_call(model: nn.Module, x: torch.Tensor) -> float:
+    """Seconds per call of sapwood with the model declared frozen (``guards="inputs"``: the
+    module's identity checked, not its tree; never the default)."""
+    sapwood_tracer.reset()
+    frozen = sapwood_tracer.compile(model, backend=_replaying_backend, guards="inputs")
+    frozen(x)
+    return statistics.median(
+        min(timeit.repeat(lambda: frozen(x), number=200, repeat=5)) / 200 for _ in range(ROUNDS)
+    )
 
 
 #: torch's guard shortcuts that its own config calls unsafe (a hook added or removed after
@@ -294,6 +311,7 @@ def main(out: pathlib.Path) -> dict:
     print(
         f"{'per call':<16}{'modules':>8}{'tensors':>8}{'sapwood':>12}{'dynamo':>12}"
         f"{'ratio':>8}{'entry':>12}{'cProfile':>12}{'dyn.checked':>12}{'ratio':>8}"
+        f"{'inputs only':>12}{'ratio':>8}"
     )
     result: dict[str, Any] = {
         "resnet50_shape": _measure("resnet50 shape", ResNet50Shape(), torch.randn(2, 3, 16, 16)),
@@ -306,6 +324,13 @@ def main(out: pathlib.Path) -> dict:
             "label": f"per call, {name.replace('_', ' ')} (guards only) / dynamo",
             "value": result[name]["ratio_sapwood_over_dynamo"],
             "target": 1.0,
+        }
+        for name in ("resnet50_shape", "vit_b_shape")
+    ] + [
+        {
+            "label": f"per call, {name.replace('_', ' ')}, guards='inputs' (opt-in) / dynamo",
+            "value": result[name]["ratio_inputs_only_over_dynamo"],
+            "target": None,
         }
         for name in ("resnet50_shape", "vit_b_shape")
     ]

@@ -221,3 +221,19 @@ def test_compile_in_place_with_disable_leaves_the_module_alone() -> None:
 def test_shapes_spec_is_refused_in_words() -> None:
     with pytest.raises(NotImplementedError, match="mark_dynamic"):
         sapwood_backend.compile(lambda x: x, shapes_spec={"x": None})  # type: ignore[arg-type]
+
+
+def test_options_guards_inputs_reaches_the_tracer_and_combines_with_a_mode() -> None:
+    import sapwood_tracer
+    from sapwood_tracer.api import cache
+
+    model, x = model_and_input("mlp")
+    compiled = sapwood_backend.compile(model, backend="eager", options={"guards": "inputs"})
+    torch.testing.assert_close(compiled(x), model(x))
+    entries = cache.lookup(type(model).forward.__code__).entries
+    assert [e.guard_mode.split()[0] for e in entries] == ["inputs"]
+    # the serving recipe: reduce-overhead with the declaration (resolved, not yet traced)
+    sapwood_backend.compile(model, mode="reduce-overhead", options={"guards": "inputs"})
+    with pytest.raises(ValueError, match="options\\['guards'\\] must be 'all' or 'inputs'"):
+        sapwood_backend.compile(model, options={"guards": "frozen"})
+    assert "Guard mode" in str(sapwood_tracer.explain(compiled)(x))

@@ -66,3 +66,19 @@ def test_bad_namedtuple_arguments_are_the_eager_error():
         assert "duplicate" in str(exc).lower()
     else:  # pragma: no cover
         raise AssertionError("no ValueError")
+
+
+def _subscripted(a: torch.Tensor) -> tuple:
+    group = collections.namedtuple("Group", "key group")
+    alias = group[int, list[int]]
+    made = alias(1, [2])
+    return a + 1, alias.__origin__ is group, type(made) is group, made, group, alias
+
+
+def test_a_value_made_from_the_class_is_never_handed_on_with_the_traced_class():
+    # the CPython suite's test_non_generic_subscript: the alias holds the class itself, so it
+    # cannot be handed on while the class is made again (the call runs as eagerly instead)
+    compiled = sapwood_tracer.compile(_subscripted, backend=CountingBackend())
+    got = compiled(torch.ones(1))
+    assert got[1] is True and got[2] is True
+    assert got[5].__origin__ is got[4] and type(got[3]) is got[4]

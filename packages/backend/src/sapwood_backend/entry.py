@@ -133,6 +133,10 @@ def compile(
     ``ddp_split`` (sapwood's own): a ``DistributedDataParallel`` module compiles the model it
     wraps, each graph cut at DDP's gradient buckets so all-reduces overlap the backward;
     ``False`` keeps one graph (see the "Distributed training" docs page).
+    ``options={"guards": "inputs"}`` (sapwood's own, never the default) declares the modules
+    passed in frozen, for serving: each call checks their identity, not their whole tree
+    (the exact contract is in the tracer docs, "Frozen models"; ``explain()`` says whether
+    an entry uses it). The other options are Inductor's.
     Errors in these arguments are raised here, before anything is traced.
     """
     if shapes_spec is not None:
@@ -140,7 +144,11 @@ def compile(
             "sapwood.compile: shapes_spec= is not supported; mark the dims that vary with "
             "sapwood.mark_dynamic(tensor, dim, min=..., max=...) or pass dynamic=True"
         )
-    resolved = resolve_backend(backend, mode, options)
+    options = dict(options or {})
+    guards = options.pop("guards", "all")  # (the front end's, not Inductor's: see below)
+    if guards not in ("all", "inputs"):
+        raise ValueError(f"options['guards'] must be 'all' or 'inputs', not {guards!r}")
+    resolved = resolve_backend(backend, mode, options or None)
 
     def apply(target: Any) -> Any:
         if disable:
@@ -156,6 +164,7 @@ def compile(
             recompile_limit=recompile_limit,
             isolate_recompiles=isolate_recompiles,
             name=name,
+            guards=guards,
         )
         if mode in _USES_TREES or backend == "cudagraphs":
             return _signal_generations(compiled)

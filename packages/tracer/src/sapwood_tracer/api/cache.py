@@ -108,6 +108,8 @@ class Region:
     key: object
     recompile_limit: int | None = None
     name: str | None = None
+    #: ``guards="inputs"``: the module arguments are declared frozen (see frozen_modules)
+    frozen_modules: bool = False
 
 
 def region(
@@ -117,11 +119,12 @@ def region(
     recompile_limit: int | None = None,
     isolate: bool = False,
     name: str | None = None,
+    frozen_modules: bool = False,
 ) -> Region:
     """The region of a compile call: its entries are those every compile of the same
-    ``backend`` and ``fullgraph`` shares, or (``isolate``) its own."""
-    key = object() if isolate else compile_key(backend, fullgraph)
-    return Region(key, recompile_limit, name)
+    ``backend``, ``fullgraph`` and guard mode shares, or (``isolate``) its own."""
+    key = object() if isolate else compile_key(backend, fullgraph, frozen_modules)
+    return Region(key, recompile_limit, name, frozen_modules)
 
 
 @dataclass(eq=False)
@@ -153,6 +156,9 @@ class CacheEntry:
     output_tree: Any = None
     #: why ``output_tree`` is None where the result was described (for export's error)
     output_problem: str | None = None
+    #: what the entry checks: ``"all"``, or with ``guards="inputs"`` asked, ``"inputs ..."``
+    #: or ``"all (...)"`` with why the declaration was not applied (see frozen_modules)
+    guard_mode: str = "all"
     #: seconds the capture took: ``trace`` (the symbolic run that made this entry),
     #: ``backend`` (compiling its graph), ``entry`` (guards and generated code) and ``total``
     #: (the whole capture, a trace stopped at a graph break included)
@@ -289,15 +295,15 @@ def count_break_cost(code: types.CodeType, entry: CacheEntry) -> None:
         cache_for(info.original).break_cost += cost
 
 
-_keys: dict[tuple[int, bool], tuple[Any, object]] = {}
+_keys: dict[tuple[int, bool, bool], tuple[Any, object]] = {}
 
 
-def compile_key(backend: Any, fullgraph: bool) -> object:
-    """The key of the cache entries that compiles with ``backend`` and ``fullgraph`` share
-    (:attr:`CacheEntry.key`): one object per pair, compared by identity on every call. The
-    backend is held weakly where it can be (a backend made for one model, e.g. DDP's, may
-    hold that model)."""
-    known = _keys.get((id(backend), fullgraph))
+def compile_key(backend: Any, fullgraph: bool, frozen_modules: bool = False) -> object:
+    """The key of the cache entries that compiles with ``backend``, ``fullgraph`` and guard
+    mode share (:attr:`CacheEntry.key`): one object per triple, compared by identity on every
+    call. The backend is held weakly where it can be (a backend made for one model, e.g.
+    DDP's, may hold that model)."""
+    known = _keys.get((id(backend), fullgraph, frozen_modules))
     if known is not None and _held(known[0]) is backend:
         return known[1]
     key = object()
@@ -305,7 +311,7 @@ def compile_key(backend: Any, fullgraph: bool) -> object:
         held: Any = weakref.ref(backend)
     except TypeError:
         held = backend
-    _keys[(id(backend), fullgraph)] = (held, key)
+    _keys[(id(backend), fullgraph, frozen_modules)] = (held, key)
     return key
 
 

@@ -63,6 +63,7 @@ from ..values.tensors import TensorValue
 from . import events as _events
 from .cache import CacheEntry
 from .compile_ids import compile_context
+from .frozen_modules import freeze_module_guards
 
 __all__ = ["capture"]
 
@@ -78,6 +79,7 @@ def capture(
     runtime: BreakRuntime | None = None,
     shape_plan: ShapePlan | None = None,
     describe_result: bool = False,
+    frozen_modules: bool = False,
 ) -> CacheEntry:
     """Trace ``code`` on ``args`` and build its cache entry.
 
@@ -86,6 +88,8 @@ def capture(
     run again and stopped right before it (see :mod:`sapwood_tracer.breaks.exits`); ``runtime`` supplies the
     functions the entry calls to go on after the break. ``describe_result`` (for export):
     the entry's :attr:`~.cache.CacheEntry.output_tree` says how the result is made.
+    ``frozen_modules``: the module arguments are declared frozen (``guards="inputs"``, see
+    :mod:`.frozen_modules`).
     """
     if makes_weak_references(code, f_globals):
         raise weakly_referenced(code.co_qualname)
@@ -105,7 +109,15 @@ def capture(
     started = time.perf_counter()
     with compile_context(code):
         entry = _capture(
-            code, f_globals, closure, args, backend, fullgraph, runtime, shape_plan, describe_result
+            code,
+            f_globals,
+            closure,
+            args,
+            backend,
+            fullgraph,
+            runtime,
+            shape_plan,
+            (describe_result, frozen_modules),
         )
     entry.times["total"] = time.perf_counter() - started
     return entry
@@ -120,7 +132,7 @@ def _capture(
     fullgraph: bool,
     runtime: BreakRuntime | None,
     shape_plan: ShapePlan | None,
-    describe_result: bool,
+    asked: tuple[bool, bool],
 ) -> CacheEntry:
     plan: tuple[int, int] | None = None
     reason: Unsupported | None = None
@@ -138,7 +150,7 @@ def _capture(
                     reason,
                     runtime,
                     shape_plan,
-                    describe_result,
+                    asked,
                 )
             except (Unsupported, BackendCompilerFailed):
                 raise  # (a backend's own failure is the backend's error, as in torch.compile)
@@ -168,7 +180,7 @@ def _capture_once(
     reason: Unsupported | None,
     runtime: BreakRuntime | None,
     shape_plan: ShapePlan | None = None,
-    describe_result: bool = False,
+    asked: tuple[bool, bool] = (False, False),
 ) -> CacheEntry:
     graph = GraphBridge(code.co_name, shape_plan)
     tx = TraceSession(graph, f_globals=f_globals, function=None)
@@ -185,7 +197,7 @@ def _capture_once(
             plan,
             reason,
             runtime,
-            describe_result,
+            asked,
         )
     finally:
         tx.release()
@@ -202,8 +214,11 @@ def _trace_and_build(
     plan: tuple[int, int] | None,
     reason: Unsupported | None,
     runtime: BreakRuntime | None,
-    describe_result: bool = False,
+    asked: tuple[bool, bool] = (False, False),
 ) -> CacheEntry:
+    """``asked``: whether to describe the result (export) and whether the module arguments
+    are declared frozen."""
+    describe_result, frozen_modules = asked
     started = time.perf_counter()
     state = [(name, GlobalStateSource(name)) for name in global_state_names()]
     for _, source in state:
@@ -288,7 +303,18 @@ def _trace_and_build(
         if value.input_source is not None
     }
     held = {key: held_weakly(obj) for key, obj in tx.held.items()}
+    guard_mode = "all"
+    roots = None
+    if frozen_modules:
+        if exit is None:
+            ordered, roots, guard_mode = freeze_module_guards(
+                params, args, ordered, writes, tx.side_effects, held
+            )
+        else:
+            guard_mode = "all (guards='inputs' asked, but the function has a graph break)"
     em = Emitter(code, held, tx.member_stores)
+    if roots is not None:
+        em.freeze(roots, {name: arg for (name, _), arg in zip(params, args)}, f_globals)
     em.module_examples = {
         source: value.module
         for source, value in tx.by_source.items()
@@ -326,6 +352,7 @@ def _trace_and_build(
     if exit is not None:
         exit.forget_values()
     entry = CacheEntry(fn, ordered, compiled.graph_module, held, has_graph, exit)
+    entry.guard_mode = guard_mode
     if describe_result and exit is None and result is not None:
         entry.output_tree, entry.output_problem = _describe_result(tx, result, collector, writes)
     entry.weak_targets = _weak_targets(em, ordered, held)

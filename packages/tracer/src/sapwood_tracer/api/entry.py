@@ -55,6 +55,7 @@ from .distributed import (
 )
 from .dynamic import plan_after_miss
 from .forwards import caller_of
+from .frozen_modules import GUARD_MODES
 from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
 from .tracebacks import to_user_frames
@@ -78,7 +79,7 @@ def _compiled_function(
     runtime = None if fullgraph else _break_runtime(backend, dynamic)
     if region is None:
         region = _cache.region(backend, fullgraph)
-    key = region.key
+    key, asked = region.key, "inputs" if region.frozen_modules else "all"
 
     def eager(L: tuple[Any, ...]) -> Any:
         return call_bound(fn, L)
@@ -108,6 +109,7 @@ def _compiled_function(
 
         functools.update_wrapper(wrapper, fn)
         wrapper.__sapwood_original__ = fn  # type: ignore[attr-defined]
+        wrapper.__sapwood_guards__ = asked  # type: ignore[attr-defined]
         return wrapper
 
     def method(*args: Any, **kwargs: Any) -> Any:
@@ -128,6 +130,7 @@ def _compiled_function(
             to_user_frames(exc)
             raise
 
+    method.__sapwood_guards__ = asked  # type: ignore[attr-defined]
     return method
 
 
@@ -249,6 +252,7 @@ def _miss(
                 fullgraph=runtime is None,
                 runtime=runtime,
                 shape_plan=shape_plan,
+                frozen_modules=region.frozen_modules,
             )
         except BackendCompilerFailed:
             raise  # the backend's own failure is the backend's error, as in torch.compile
@@ -478,6 +482,7 @@ def compile(
     recompile_limit: int | None = None,
     isolate_recompiles: bool = False,
     name: str | None = None,
+    guards: str = "all",
 ) -> Any:
     """Compile a function or ``nn.Module`` into graphs handed to ``backend``.
 
@@ -498,6 +503,9 @@ def compile(
     ``isolate_recompiles=True`` gives this compile its own. ``name`` labels this compile's
     captures in the logs (``TORCH_LOGS``/``set_logs`` topics).
 
+    ``guards="inputs"`` (never the default): each ``nn.Module`` passed in is declared frozen;
+    entries check its identity, not its tree (the contract: :mod:`.frozen_modules`).
+
     A ``DistributedDataParallel`` module compiles to a :class:`CompiledDDP`: DDP's own
     ``forward`` runs eagerly and the model it wraps is compiled, each graph cut at DDP's
     gradient-bucket boundaries so the all-reduce of a bucket overlaps the rest of the
@@ -509,6 +517,10 @@ def compile(
         raise TypeError(f"recompile_limit must be an int >= 0 or None, not {recompile_limit!r}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str or None, not {type(name).__name__}")
+    if guards not in GUARD_MODES:
+        raise ValueError(
+            f"guards must be one of {', '.join(map(repr, GUARD_MODES))}, not {guards!r}"
+        )
     _warn_once_if_python_is_unsupported()
     if not callable(backend):
         raise TypeError("backend must be a callable: backend(gm, example_inputs) -> callable")
@@ -519,6 +531,7 @@ def compile(
         recompile_limit=recompile_limit,
         isolate=bool(isolate_recompiles),
         name=name,
+        frozen_modules=guards == "inputs",
     )
 
     split = torch_config.ddp_split(ddp_split)
@@ -543,7 +556,9 @@ def _compile_target(
             type(target.module), "__sapwood_compiled_module__", False
         ):
             ddp_backend = bucketed_backend(target, backend) if ddp_split else backend
-            ddp_region = dataclasses.replace(region, key=_cache.compile_key(ddp_backend, fullgraph))
+            ddp_region = dataclasses.replace(
+                region, key=_cache.compile_key(ddp_backend, fullgraph, region.frozen_modules)
+            )
 
             def compile_forward(function: Any) -> Callable[..., Any]:
                 return _compiled_function(

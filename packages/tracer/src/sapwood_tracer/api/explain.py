@@ -73,6 +73,9 @@ class ExplainOutput:
     #: (function, seconds per stage) per cache entry made: ``trace``, ``backend``, ``entry``
     #: and ``total`` (the capture as a whole, a trace stopped at a break included)
     compile_times: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    #: (function, what its entry checks) per cache entry made under ``guards="inputs"``:
+    #: ``"inputs (...)"``, or ``"all (...)"`` and why the declaration was not applied
+    guard_modes: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -98,6 +101,8 @@ class ExplainOutput:
             lines.append("Graph breaks:")
             for n, b in enumerate(self.breaks, 1):
                 lines.append(f"  {n}. {b.location}: {b.reason} ({_KINDS[b.kind]}) in {b.function}")
+        for function, mode in self.guard_modes:
+            lines.append(f"Guard mode of {function}: {mode}")
         for function, guards in self.guards:
             lines.append(f"Guards of {function} ({len(guards)}):")
             lines += [f"  {g}" for g in guards]
@@ -135,15 +140,24 @@ def _uncompiled(fn: Any) -> Any:
         fn = original
 
 
+def _asked_guards(fn: Any) -> str:
+    """The ``guards=`` a compiled callable was compiled with (``"all"`` for anything else)."""
+    inner = fn.__dict__.get("_sapwood_forward", fn) if isinstance(fn, CompiledModule) else fn
+    return getattr(inner, "__sapwood_guards__", "all")
+
+
 def explain(
-    fn: Any, *, backend: Any = None, ddp_split: bool = True
+    fn: Any, *, backend: Any = None, ddp_split: bool = True, guards: str | None = None
 ) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` runs ``fn`` compiled (``backend``: eager by default)
     once on the arguments and returns an :class:`ExplainOutput` (also printable). For a
     ``DistributedDataParallel`` module, each graph's cut at DDP's gradient buckets is in
-    :attr:`GraphReport.buckets` (``ddp_split=False``: not cut)."""
+    :attr:`GraphReport.buckets` (``ddp_split=False``: not cut). ``guards``: as ``compile``'s
+    (``None``: what ``fn`` was compiled with, if it is a compiled callable); under
+    ``"inputs"`` the report says, per entry, whether the declaration was applied."""
 
     target = fn
+    mode = guards if guards is not None else _asked_guards(fn)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         report = ExplainOutput()
@@ -160,6 +174,8 @@ def explain(
                     e = entry.exit
                     report.breaks.append(BreakReport(name, e.reason, e.location, e.kind))
                 report.guards.append((name, [g.render() for g in entry.guards]))
+                if mode == "inputs":
+                    report.guard_modes.append((name, entry.guard_mode))
                 report.compile_times.append((name, dict(entry.times)))
             elif kind == "recompile":
                 report.recompiles.append((name, data["guard"]))
@@ -176,7 +192,7 @@ def explain(
                     "the model it wraps is compiled",
                 )
             )
-        compiled = _compile(fn, backend=backend or _eager, ddp_split=ddp_split)
+        compiled = _compile(fn, backend=backend or _eager, ddp_split=ddp_split, guards=mode)
         stop = _events.listen(on_event)
         try:
             compiled(*args, **kwargs)

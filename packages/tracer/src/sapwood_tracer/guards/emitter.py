@@ -143,6 +143,7 @@ class Emitter:
         self._locals = 0
         self._const_ids: dict[int, str] = {}
         self._temps = 0
+        self._frozen: tuple[dict[Source, Any], dict[str, Any], Any] | None = None
 
     def const(self, value: Any) -> str:
         """A namespace name bound to ``value``."""
@@ -177,12 +178,32 @@ class Emitter:
         self._temps += 1
         return f"t{self._temps}"
 
+    def freeze(self, roots: dict[Source, Any], f_locals: dict[str, Any], f_globals: Any) -> None:
+        """Sources read from one of ``roots`` (modules declared frozen, see
+        :mod:`sapwood_tracer.api.frozen_modules`) are the objects found there now, held."""
+        self._frozen = (roots, f_locals, f_globals)
+
+    def _frozen_object(self, source: Source) -> tuple[bool, Any]:
+        if self._frozen is None:
+            return False, None
+        roots, f_locals, f_globals = self._frozen
+        base = source.base
+        while base is not None and base not in roots:
+            base = base.base
+        if base is None:
+            return False, None
+        try:
+            return True, source.resolve(f_locals, f_globals)
+        except Exception:  # (read at each call, as any source: exact, only slower)
+            return False, None
+
     def source(self, source: Source, indent: str) -> str:
         """A local variable holding the value of ``source`` (emitting its computation once)."""
         known = self._by_source.get(source)
         if known is not None:
             return known
-        expr = self._expression(source, indent)
+        frozen, obj = self._frozen_object(source)
+        expr = self.const(obj) if frozen else self._expression(source, indent)
         name = f"v{self._locals}"
         self._locals += 1
         self.lines.append(f"{indent}{name} = {expr}")

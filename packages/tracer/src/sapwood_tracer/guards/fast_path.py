@@ -74,6 +74,7 @@ from .sources import (
     HasAttrSource,
     HeldObjectSource,
     ModuleHooksSource,
+    WeakHandle,
     strong,
 )
 from .versions import FRAME_GLOBALS, Defaults, dict_version, plan_gates
@@ -527,7 +528,12 @@ def _failure(em: Emitter, plan: _Plan, guard: Guard, index: int) -> str:
         return truth if expected is False else f"not {truth}"
     if kind is GuardKind.ID_MATCH and source in plan.dict_modules:
         value = em.source(source, _INDENT)
-        module = em.const(plan.modules[source])
+        held = em.held.get(expected)  # type: ignore[call-overload]
+        if isinstance(held, WeakHandle):  # (a module the entry must not keep alive)
+            em.weak_targets.append(held)
+            module = f"{em.const(held.ref)}()"
+        else:
+            module = em.const(plan.modules[source])
         cls = em.const(plan.dict_modules[source])
         return f"{value} is not {module} or type({value}) is not {cls}"
     if kind is GuardKind.TYPE_MATCH:

@@ -15,6 +15,7 @@ for one the trace made, as a class made again.
 from __future__ import annotations
 
 import collections
+import types
 import weakref
 from typing import Any
 
@@ -49,6 +50,11 @@ def class_expression(em: Emitter, obj: Any, built: dict[int, str], indent: str) 
     is made again (once per call: ``built`` holds what this call made already)."""
     recipe = made_class_recipe(obj)
     if recipe is None:
+        if _refers_to_made_class(obj):
+            raise Unsupported(
+                f"handing on {obj!r}, made from a class the compiled function creates (a "
+                "class made again at each call: the value would keep the traced one)"
+            )
         return em.const(obj)
     known = built.get(id(obj))
     if known is None:
@@ -58,6 +64,24 @@ def class_expression(em: Emitter, obj: Any, built: dict[int, str], indent: str) 
             f"{indent}{known} = {em.const(remake_class)}({em.const(args)}, {em.const(kwargs)})"
         )
     return known
+
+
+def _refers_to_made_class(obj: Any, depth: int = 4) -> bool:
+    """Whether the constant ``obj`` holds a class the trace made (``Group[int]``, a tuple of
+    them): handed on, it would keep the traced class where the program has a new one."""
+    if not _RECIPES or depth == 0:
+        return False
+    if isinstance(obj, type):
+        return obj in _RECIPES
+    if isinstance(obj, (tuple, list, set, frozenset)):
+        return any(_refers_to_made_class(x, depth - 1) for x in obj)
+    if isinstance(obj, dict):
+        return any(_refers_to_made_class(x, depth - 1) for x in (*obj.keys(), *obj.values()))
+    origin = getattr(obj, "__origin__", None)  # a generic alias or union of the class
+    if origin is not None or isinstance(obj, types.UnionType):
+        parts = (origin, *getattr(obj, "__args__", ()))
+        return any(_refers_to_made_class(x, depth - 1) for x in parts)
+    return False
 
 
 @handles(collections.namedtuple)
