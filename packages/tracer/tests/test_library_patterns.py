@@ -457,3 +457,35 @@ def test_the_text_of_a_symbolic_int_loop_item_is_its_value():
     report = sapwood_tracer.explain(_text_of_loop_items)(x)
     assert not report.eager_functions, str(report)
     assert all("symbolic" not in b.reason for b in report.breaks), str(report)
+
+
+class _Plugin:
+    pass
+
+
+class _FirstPlugin(_Plugin):
+    pass
+
+
+def _plugins(x):
+    return x + len(_Plugin.__subclasses__()), [c.__name__ for c in _Plugin.__subclasses__()]
+
+
+def test_subclasses_are_the_live_ones_guarded_and_never_kept_alive():
+    import gc
+    import weakref
+
+    compiled = _compiled_eager(_plugins)
+    x = torch.zeros(1)
+    assert compiled(x)[1] == _plugins(x)[1] == ["_FirstPlugin"]
+
+    class _Late(_Plugin):
+        pass
+
+    late = weakref.ref(_Late)
+    assert compiled(x)[1] == _plugins(x)[1] == ["_FirstPlugin", "_Late"]
+    torch.testing.assert_close(compiled(x)[0], torch.full((1,), 2.0))
+    del _Late
+    gc.collect()
+    assert late() is None  # the entry that read it did not keep it alive
+    assert compiled(x)[1] == ["_FirstPlugin"]

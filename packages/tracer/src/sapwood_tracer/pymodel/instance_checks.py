@@ -1,8 +1,14 @@
-"""``isinstance`` and ``issubclass`` in the trace: answered from the value's Python type, for
+"""``isinstance``, ``issubclass`` and ``cls.__subclasses__()`` in the trace.
+
+``isinstance`` and ``issubclass`` are answered from the value's Python type, for
 classes whose metaclass decides by the type (ABCs, ``type``), the legacy tensor types (by
 dtype and device), and ``nn.Parameter``, whose metaclass also counts tensors of other classes
 flagged ``_is_param`` (what ``nn.Parameter(subclass_tensor)`` makes). Other metaclasses
 that decide ``isinstance`` themselves are refused.
+
+``cls.__subclasses__()`` is the list of the class's live subclasses now, guarded by their
+identities in order (a class defined or collected since traces again); the entry holds them
+weakly, so it keeps none alive (which would change what the program's own calls return).
 """
 
 from __future__ import annotations
@@ -15,8 +21,14 @@ from typing import Any
 
 import torch
 
+from sapwood_graph import GuardKind
+
 from ..errors import Unsupported
+from ..guards.sources import ReaderSource
+from ..values.attributes import held
 from ..values.base import ConstantValue, Context, Value
+from ..values.containers import ListValue
+from ..values.objects import ClassValue
 from ..values.tensor_attributes import assigned_attributes, instance_attribute
 from ..values.tensors import TensorValue
 from .builtins import handles
@@ -87,3 +99,21 @@ def _isinstance(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Val
 @handles(builtins.issubclass)
 def _issubclass(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return ConstantValue(issubclass(args[0].as_constant(), _classinfo(args[1])))
+
+
+def subclass_ids(cls: type) -> tuple[int, ...]:
+    """The identities of ``cls``'s live subclasses, in order (a guard reader)."""
+    return tuple(map(id, type.__subclasses__(cls)))
+
+
+@handles(type.__subclasses__)
+def _subclasses(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    if len(args) != 1 or kwargs or not isinstance(args[0], ClassValue):
+        raise Unsupported("type.__subclasses__ with these arguments")
+    owner = args[0]
+    found = type.__subclasses__(owner.cls)
+    source = owner.source or held(owner.cls, owner.cls.__qualname__)
+    tx.guard(GuardKind.CONSTANT_MATCH, ReaderSource(source, subclass_ids), subclass_ids(owner.cls))
+    for cls in found:
+        tx.hold(cls)  # (weakly, as classes are: the entry dies with any of them)
+    return ListValue([tx.wrap_trusted(cls) for cls in found])

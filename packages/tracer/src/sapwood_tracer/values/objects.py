@@ -458,8 +458,10 @@ class ClassValue(Value):
             # type's own fields of the class (``__mro__``, ``__bases__``, ...): read for real
             source = self.source or held(self.cls, self.cls.__qualname__)
             return tx.wrap(getattr(self.cls, name), AttrSource(source, name))
+        if klass is type and name == "__subclasses__":  # (modelled: the live subclasses)
+            return BoundMethodValue(BuiltinValue(type.__subclasses__), self)
         if klass is type and isinstance(raw, types.MethodDescriptorType):
-            return tx.wrap_trusted(getattr(self.cls, name))  # ``cls.mro``, ``__subclasses__``
+            return tx.wrap_trusted(getattr(self.cls, name))  # ``cls.mro``
         raise Unsupported(
             f"the attribute {name!r} of {self.describe()} from its metaclass "
             f"{klass.__qualname__} ({type(raw).__name__})"
