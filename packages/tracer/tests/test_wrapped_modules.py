@@ -120,3 +120,60 @@ def test_backward_hooks_of_a_module_called_at_a_break_run(backend):
     assert len(seen) == 1
     sapwood_tracer.compile(model, backend=backend)(x).sum().backward()
     assert len(seen) == 2
+
+
+class _Delegating(nn.Module):
+    """A wrapper whose ``__getattr__`` falls back to the module it wraps (PEFT-style)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.register_buffer("offset", torch.ones(4))
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "alias":
+                return self.offset * 2
+            return getattr(self.inner, name)
+
+    def forward(self, x):
+        return self.inner(x) + self.fc.weight.sum() + self.offset + self.alias
+
+
+def _counting():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    return backend, graphs
+
+
+def test_a_module_with_its_own_getattr_is_one_graph_and_follows_its_hook():
+    model, x = _Delegating(Inner()), torch.randn(2, 4)
+    backend, graphs = _counting()
+    compiled = sapwood_tracer.compile(model, backend=backend, fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(graphs) == 1
+    model.alias = torch.zeros(4)  # now an instance attribute: Python no longer asks the hook
+    torch.testing.assert_close(compiled(x), model(x))
+    assert len(graphs) == 2
+
+
+def test_a_getattr_hook_that_raises_is_the_attribute_error_of_eager():
+    class Strict(nn.Module):
+        def __getattr__(self, name):
+            return super().__getattr__(name)
+
+        def forward(self, x):
+            return x + (1 if hasattr(self, "missing") else 0)
+
+    model, x = Strict(), torch.randn(3)
+    backend, graphs = _counting()
+    torch.testing.assert_close(
+        sapwood_tracer.compile(model, backend=backend, fullgraph=True)(x), model(x)
+    )
+    assert len(graphs) == 1

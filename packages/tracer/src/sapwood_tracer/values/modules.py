@@ -118,6 +118,29 @@ class ModuleValue(Value):
             found = class_attribute(tx, cls, name, self)
             assert found is not None
             return found
+        if cls.__getattr__ is not _MODULE_GETATTR:
+            # Python calls the class's own __getattr__ (it reaches the registries only through
+            # ``super().__getattr__``, modelled by :meth:`registered`): inlined, with the
+            # name's absence from the instance and the classes guarded (never ``hasattr``,
+            # which would run the hook in the guard check)
+            tx.guard_false(ContainsSource(AttrSource(self._src(), "__dict__"), name))
+            for owner in cls.__mro__:
+                tx.guard_false(
+                    ContainsSource(AttrSource(held(owner, owner.__qualname__), "__dict__"), name)
+                )
+            hook = class_attribute(tx, cls, "__getattr__", self)
+            assert hook is not None
+            return tx.call(hook, [ConstantValue(name)], {})
+        found = self.registered(tx, name)
+        if found is not None:
+            return found
+        tx.guard_false(HasAttrSource(self._src(), name))
+        raise attribute_missing(self.describe(), name)
+
+    def registered(self, tx: Context, name: str, guard_absence: bool = False) -> Value | None:
+        """``nn.Module.__getattr__``'s answer: the parameter, buffer or submodule ``name``, or
+        None (with ``guard_absence``, its absence from each registry is guarded)."""
+        inst = self.module.__dict__
         for store in ("_parameters", "_buffers", "_modules"):
             table = inst.get(store)
             if table is not None and name in table:
@@ -126,12 +149,11 @@ class ModuleValue(Value):
                 # the registry dict directly instead of going through Module.__getattr__.
                 tx.member_stores[source] = store
                 return tx.wrap(table[name], source)
-        if cls.__getattr__ is not _MODULE_GETATTR:
-            raise Unsupported(
-                f"attribute {name!r} of {self.describe()} through a custom __getattr__"
-            )
-        tx.guard_false(HasAttrSource(self._src(), name))
-        raise attribute_missing(self.describe(), name)
+        if guard_absence:
+            for store in ("_parameters", "_buffers", "_modules"):
+                if store in inst:
+                    tx.guard_false(ContainsSource(AttrSource(self._src(), store), name))
+        return None
 
     def setattr(self, tx: Context, name: str, value: Value) -> None:
         if isinstance(self.source, HeldObjectSource):
