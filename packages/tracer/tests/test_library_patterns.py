@@ -489,3 +489,36 @@ def test_subclasses_are_the_live_ones_guarded_and_never_kept_alive():
     gc.collect()
     assert late() is None  # the entry that read it did not keep it alive
     assert compiled(x)[1] == ["_FirstPlugin"]
+
+
+class _DuckMeta(type):
+    """A metaclass deciding isinstance in Python, deferring to type's check first."""
+
+    def __instancecheck__(cls, inst):
+        if super().__instancecheck__(inst):
+            return True
+        return getattr(inst, "quacks", False)
+
+
+class _Bird(metaclass=_DuckMeta):
+    pass
+
+
+class _Duck:
+    quacks = True
+
+
+def _is_bird(x, obj):
+    return x + (1 if isinstance(obj, _Bird) else 0)
+
+
+def test_a_metaclass_instancecheck_written_in_python_is_inlined_and_guarded():
+    compiled = _compiled_eager(_is_bird)
+    x = torch.zeros(1)
+    for obj in (_Bird(), _Duck(), object(), 3, _Bird(), _Duck()):
+        torch.testing.assert_close(compiled(x, obj), _is_bird(x, obj))
+    duck = _Duck()
+    duck.quacks = False  # what the hook read is guarded
+    torch.testing.assert_close(compiled(x, duck), _is_bird(x, duck))
+    report = sapwood_tracer.explain(_is_bird)(x, _Duck())
+    assert not report.breaks, str(report)

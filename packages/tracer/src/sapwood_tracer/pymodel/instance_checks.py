@@ -25,7 +25,7 @@ from sapwood_graph import GuardKind
 
 from ..errors import Unsupported
 from ..guards.sources import ReaderSource
-from ..values.attributes import held
+from ..values.attributes import class_attribute, held
 from ..values.base import ConstantValue, Context, Value
 from ..values.containers import ListValue
 from ..values.objects import ClassValue
@@ -69,11 +69,25 @@ def _is_instance(tx: Context, obj: Value, cls: Any) -> bool:
         return issubclass(obj.python_type(), cls) or _parameter_flag(tx, obj)
     if not isinstance(cls, type):
         raise Unsupported(f"isinstance with {cls!r} (not a class) (TypeError)")
-    if type(cls).__instancecheck__ not in _PLAIN_INSTANCECHECKS:
-        raise Unsupported(
-            f"isinstance with {cls.__qualname__}, whose metaclass decides isinstance itself"
-        )
-    return issubclass(obj.python_type(), cls)
+    hook = type(cls).__instancecheck__
+    if hook in _PLAIN_INSTANCECHECKS:
+        return issubclass(obj.python_type(), cls)
+    if isinstance(hook, types.FunctionType):  # a metaclass's own, written in Python: inlined
+        method = class_attribute(tx, type(cls), "__instancecheck__", tx.wrap_trusted(cls))
+        assert method is not None
+        return tx.truth(tx.call(method, [obj], {}))
+    raise Unsupported(
+        f"isinstance with {cls.__qualname__}, whose metaclass decides isinstance itself"
+    )
+
+
+@handles(type.__instancecheck__)
+def _type_instancecheck(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``type.__instancecheck__(cls, obj)`` (a metaclass's ``super().__instancecheck__``):
+    the check without any metaclass's hook, by the object's type."""
+    if len(args) != 2 or kwargs or not isinstance(args[0], ClassValue):
+        raise Unsupported("type.__instancecheck__ with these arguments")
+    return ConstantValue(issubclass(args[1].python_type(), args[0].cls))
 
 
 def _parameter_flag(tx: Context, obj: TensorValue) -> bool:

@@ -570,8 +570,9 @@ class SuperValue(Value):
         return f"super({self.cls.__qualname__})"
 
     def getattr(self, tx: Context, name: str) -> Value:
+        # Python's rule: a class below ``cls`` gives its MRO, anything else its type's
         receiver_type = self.receiver.python_type()
-        if isinstance(self.receiver, ClassValue):
+        if isinstance(self.receiver, ClassValue) and issubclass(self.receiver.cls, self.cls):
             receiver_type = self.receiver.cls
         mro = receiver_type.__mro__
         if self.cls not in mro:
