@@ -359,11 +359,24 @@ def test_random_changes_match_eager_through_aot_autograd(changes) -> None:
     _check_changes(changes, _aot_backend())
 
 
-def _check_changes(changes: list[tuple[str, int]], backend: Any) -> None:
+#: what a model declared frozen (``guards="inputs"``) may still undergo: values written in
+#: place, and changes outside the model (its class, torch's global hooks)
+_FROZEN_ALLOWED = ("in_place", "buffer_in_place", *SHARED)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(_FROZEN_ALLOWED), st.integers(0, 7)), min_size=1, max_size=8)
+)
+def test_random_changes_a_frozen_model_allows_match_eager(changes) -> None:
+    _check_changes(changes, _graph_backend, guards="inputs")
+
+
+def _check_changes(changes: list[tuple[str, int]], backend: Any, guards: str = "all") -> None:
     sapwood_tracer.reset()
     reference = _seeded(0, Net)
     mine = copy.deepcopy(reference)
-    compiled = sapwood_tracer.compile(mine, backend=backend)
+    compiled = sapwood_tracer.compile(mine, backend=backend, guards=guards)
     sessions = {id(mine): Session(), id(reference): Session()}
     global_handles: list[Any] = []
     original_forward = Block.__dict__["forward"]
