@@ -262,3 +262,32 @@ def test_an_in_place_result_is_of_its_targets_type() -> None:
     param = torch.nn.Parameter(torch.randn(3))
     got = sapwood.compile(fn, backend=CountingBackend(), fullgraph=True)(param)
     assert got == fn(torch.nn.Parameter(torch.randn(3))) == (True, True, True)
+
+
+class _TaggedParam(torch.nn.Parameter):
+    """A plain Parameter subclass (Parameter's disabled __torch_function__) with methods."""
+
+    def scaled(self, k: float) -> torch.Tensor:
+        return self * k
+
+    @property
+    def doubled(self) -> torch.Tensor:
+        return self * 2
+
+
+def test_a_plain_parameter_subclass_is_a_graph_input_with_its_methods_inlined() -> None:
+    linear = torch.nn.Linear(4, 4)
+    linear.weight = _TaggedParam(torch.randn(4, 4))
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[Any, ...]:
+        y = w.scaled(3) + w.doubled
+        return y @ x, type(y), isinstance(w, torch.nn.Parameter), type(w)
+
+    x = torch.randn(4)
+    counting = CountingBackend()
+    got = sapwood.compile(fn, backend=counting, fullgraph=True)(x, linear.weight)
+    want = fn(x, linear.weight)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:] == (torch.Tensor, True, _TaggedParam)  # results are plain
+    assert counting.count == 1
+    torch.testing.assert_close(sapwood.compile(linear, backend="aot_eager")(x), linear(x))

@@ -116,7 +116,7 @@ class GraphBridge:
             tensor, torch.nn.Buffer if hasattr(torch.nn, "Buffer") else ()
         )
         if subclass:
-            check_subclass_input(tensor)
+            subclass = check_subclass_input(tensor)  # (False: a plain one, as its base)
         known = self.inputs.get(id(tensor))
         if known is not None and known[0] is tensor:
             # One tensor reached through two sources: one graph input, and a guard that the

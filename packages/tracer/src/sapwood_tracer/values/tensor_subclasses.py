@@ -12,6 +12,10 @@ plain tensors. What the trace relies on is guarded:
   tensor's class, dtype, device, sizes, strides, offset and ``requires_grad``, which inner
   tensors are one object or share storage, and the context (compared by equality).
 
+A plain subclass (no ``__torch_function__`` or ``__torch_dispatch__`` of its own, as a
+subclass of ``nn.Parameter`` that adds methods) is a graph input like its base: operations
+give plain tensors, as eagerly; its own methods and properties are inlined.
+
 Refused (a graph break with the reason): a subclass with a ``__torch_function__`` of its own
 (not inlined yet), one that does not flatten, an input whose inner tensors the trace writes
 in place (the flattened graph cannot tell which inner tensors alias other inputs), and
@@ -32,8 +36,10 @@ __all__ = [
     "check_subclass_input",
     "inner_versions",
     "is_wrapper_subclass",
+    "plain_subclass",
     "subclass_attribute_refused",
     "subclass_layout",
+    "subclass_method",
     "written_inner_tensors",
 ]
 
@@ -51,10 +57,24 @@ def is_wrapper_subclass(t: Any) -> bool:
     return is_traceable_wrapper_subclass(t)
 
 
-def check_subclass_input(tensor: torch.Tensor) -> None:
-    """Refuse a tensor subclass input the trace cannot model (see the module)."""
+def plain_subclass(cls: type) -> bool:
+    """Whether ``cls`` is a tensor subclass that behaves as its base in every operation: it
+    dispatches neither ``__torch_function__`` (torch's disabled one, as ``nn.Parameter``'s)
+    nor ``__torch_dispatch__`` of its own, so operations give plain tensors; what it adds
+    is Python methods and attributes."""
+    return (
+        cls.__torch_function__ is torch._C._disabled_torch_function_impl
+        and getattr(cls, "__torch_dispatch__", None) is torch.Tensor.__torch_dispatch__
+    )
+
+
+def check_subclass_input(tensor: torch.Tensor) -> bool:
+    """Refuse a tensor subclass input the trace cannot model (see the module); True for a
+    wrapper subclass, False for a plain one (:func:`plain_subclass`)."""
     cls = type(tensor)
     if not is_wrapper_subclass(tensor):
+        if plain_subclass(cls):
+            return False
         raise Unsupported(f"a tensor subclass input ({cls.__qualname__})", hint=_HINT)
     if cls.__torch_function__ is not torch._C._disabled_torch_function_impl:
         raise Unsupported(
@@ -62,6 +82,7 @@ def check_subclass_input(tensor: torch.Tensor) -> None:
             hint=_HINT,
         )
     subclass_layout(tensor)  # (its context must compare: raises Unsupported otherwise)
+    return True
 
 
 def _inner(t: torch.Tensor) -> tuple[list[str], Any, list[torch.Tensor]]:
@@ -148,3 +169,17 @@ def subclass_attribute_refused(cls: type, name: str) -> Unsupported | None:
     return Unsupported(
         f"{cls.__qualname__}.{name} (an attribute of a tensor subclass's own)", hint=_HINT
     )
+
+
+def subclass_method(tx: Any, value: Any, cls: type, name: str) -> Any:
+    """``value.name`` where a class of a plain subclass ``cls`` (before ``torch.Tensor`` and
+    ``nn.Parameter`` in its MRO) defines ``name``: its method or property, inlined; None
+    where only torch's classes define it."""
+    from .attributes import class_attribute
+
+    for klass in cls.__mro__:
+        if klass in (torch.Tensor, torch.nn.Parameter, torch._C.TensorBase):
+            return None
+        if name in vars(klass):
+            return class_attribute(tx, cls, name, value)
+    return None

@@ -46,7 +46,7 @@ from .tensor_attributes import (
     data_descriptor,
     instance_attribute,
 )
-from .tensor_subclasses import is_wrapper_subclass, subclass_attribute_refused
+from .tensor_subclasses import is_wrapper_subclass, subclass_attribute_refused, subclass_method
 
 __all__ = [
     "TensorMethodValue",
@@ -91,9 +91,14 @@ class TensorValue(Value):
             return assigned[name]
         cls = self.python_type()
         if cls is not torch.Tensor and cls is not torch.nn.Parameter:
-            refused = subclass_attribute_refused(cls, name) if is_wrapper_subclass(fake) else None
-            if refused is not None:
-                raise refused
+            if is_wrapper_subclass(fake):
+                refused = subclass_attribute_refused(cls, name)
+                if refused is not None:
+                    raise refused
+            else:  # a plain subclass: its own methods and properties first
+                own = subclass_method(tx, self, cls, name)
+                if own is not None:
+                    return own
         if name == "shape" and has_symbolic_shape(fake):
             return symbolic_size(tx, self, [], {})
         if name in _STATIC_ATTRS:
