@@ -35,7 +35,7 @@ import torch
 
 from sapwood_graph import Guard, GuardKind, Source
 
-from ..guards.sources import DistinctIdsSource, WeakHandle
+from ..guards.sources import DistinctIdsSource, WeakHandle, read_from
 
 __all__ = ["GUARD_MODES", "freeze_module_guards"]
 
@@ -45,11 +45,7 @@ GUARD_MODES = ("all", "inputs")
 
 def _within(source: Source | None, roots: dict[Source, Any]) -> bool:
     """Whether ``source`` is one of ``roots`` or is read from one."""
-    while source is not None:
-        if source in roots:
-            return True
-        source = source.base
-    return False
+    return source is not None and (source in roots or read_from(source, roots))
 
 
 def freeze_module_guards(

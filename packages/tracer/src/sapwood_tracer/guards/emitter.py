@@ -66,6 +66,7 @@ from .sources import (
     WeakRefTargetSource,
     dict_of_view,
     make_view_leaf,
+    read_from,
 )
 
 __all__ = ["Emitter", "Miss", "address", "same_constant"]
@@ -187,10 +188,7 @@ class Emitter:
         if self._frozen is None:
             return False, None
         roots, f_locals, f_globals = self._frozen
-        base = source.base
-        while base is not None and base not in roots:
-            base = base.base
-        if base is None:
+        if not read_from(source, roots):
             return False, None
         try:
             return True, source.resolve(f_locals, f_globals)

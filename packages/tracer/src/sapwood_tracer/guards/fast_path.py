@@ -75,6 +75,7 @@ from .sources import (
     HeldObjectSource,
     ModuleHooksSource,
     WeakHandle,
+    read_from,
     strong,
 )
 from .versions import FRAME_GLOBALS, Defaults, dict_version, plan_gates
@@ -121,16 +122,6 @@ def _guard_sources(guard: Guard) -> list[Source]:
         found.append(guard.expected)
     found.extend(source for _, source in guard.symbols)
     return found
-
-
-def _through(source: Source, sources: dict[Source, Any]) -> bool:
-    """Whether ``source`` is read from (not equal to) one of ``sources``."""
-    s = source.base
-    while s is not None:
-        if s in sources:
-            return True
-        s = s.base
-    return False
 
 
 def _dict_readable_names(
@@ -324,7 +315,7 @@ class _Plan:
             if source is None:
                 rest.append(index)
                 continue
-            argument = isinstance(source.root, LocalSource) and not _through(source, self.modules)
+            argument = isinstance(source.root, LocalSource) and not read_from(source, self.modules)
             if isinstance(source, DistinctIdsSource):
                 last.append(index)
             elif isinstance(source, GlobalStateSource):
@@ -482,7 +473,7 @@ def _emit_distinct_ids(
         and all(s in examples for s in source.sources)
     ):
         return False
-    fixed = [s for s in source.sources if _through(s, plan.modules)]
+    fixed = [s for s in source.sources if read_from(s, plan.modules)]
     if len(fixed) < 2:
         return False
     fixed_set = set(fixed)

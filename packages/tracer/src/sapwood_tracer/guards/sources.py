@@ -39,6 +39,7 @@ __all__ = [
     "WeakRefTargetSource",
     "dict_of_view",
     "held_weakly",
+    "read_from",
     "strong",
 ]
 
@@ -62,6 +63,17 @@ class WeakHandle:
 
     def __repr__(self) -> str:
         return f"<WeakHandle {self.ref()!r}>"
+
+
+def read_from(source: Source, roots: Any) -> bool:
+    """Whether ``source`` is read from (not equal to) one of ``roots`` (a dict or set of
+    sources)."""
+    base = source.base
+    while base is not None:
+        if base in roots:
+            return True
+        base = base.base
+    return False
 
 
 def held_weakly(obj: Any) -> Any:

@@ -92,7 +92,7 @@ from ..values.partials import PartialValue, c_partial_base
 from ..values.random_generators import is_generator_primitive
 from ..values.runtime_objects import EnvironValue, LockValue, WeakRefValue
 from ..values.set_subclasses import SetSubclassValue, plain_set_subclass
-from ..values.sets import SetValue
+from ..values.sets import SetValue, function_member
 from ..values.tensors import TensorValue, TorchFunctionValue
 from .real_generators import wrap_repositionable_generator
 from .wrapping_session import WrappingSession
@@ -233,11 +233,11 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
         return view
     if cls in (set, frozenset):
         members = tuple(obj)
-        if not all(is_constant_type(v) or _identity_member(v) for v in members):
+        if not all(is_constant_type(v) or function_member(v) for v in members):
             raise Unsupported("a set input of non-constant members")
         _type_match(tx, source, obj)
         for v in members:
-            if _identity_member(v):  # (compared by identity: the entry keeps it alive)
+            if function_member(v):  # (compared by identity: the entry keeps it alive)
                 tx.hold(v)
         # the members in iteration order: equal sets may iterate in different orders, and
         # the trace followed this one's (a builtin function is equal only to itself)
@@ -566,11 +566,6 @@ def _held(obj: Any) -> HeldObjectSource:
     return HeldObjectSource(id(obj), str(label), obj)
 
 
-def _identity_member(v: Any) -> bool:
-    """A function or builtin function: a set member or dict key equal only to itself."""
-    return type(v) in (types.FunctionType, types.BuiltinFunctionType)
-
-
 def _set_member(tx: WrappingSession, v: Any) -> Value:
     """A member of a set input: a constant, or a function (hashed by identity, held)."""
-    return wrap_trusted(tx, v) if _identity_member(v) else ConstantValue(v)
+    return wrap_trusted(tx, v) if function_member(v) else ConstantValue(v)

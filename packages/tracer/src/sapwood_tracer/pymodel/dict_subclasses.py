@@ -67,30 +67,37 @@ _CONTAINERS = (DictValue, ListValue, TupleValue, SetValue)
 _BUILTIN_CONTAINERS = (dict, list, tuple, set, frozenset)
 
 
+def _own_method(tx: Context, container: Value, kinds: tuple[type, ...], name: str) -> Value | None:
+    """The special method ``name`` of a container subclass, where a class written in Python
+    defines it (bound to ``container``, to inline); None for builtin containers and others."""
+    cls = container.python_type()
+    if not isinstance(container, kinds) or cls in _BUILTIN_CONTAINERS:
+        return None
+    if not isinstance(lookup_mro(cls, name)[1], types.FunctionType):
+        return None
+    method = class_attribute(tx, cls, name, container)
+    assert method is not None
+    return method
+
+
 def delete_item(tx: Context, container: Value, key: Value) -> None:
     """``del container[key]``: the ``__delitem__`` of a container subclass written in Python
     (``Counter``'s ignores a missing key) inlined, else the container's own deletion."""
-    if isinstance(container, _CONTAINERS) and container.python_type() not in _BUILTIN_CONTAINERS:
-        raw = lookup_mro(container.python_type(), "__delitem__")[1]
-        if isinstance(raw, types.FunctionType):
-            method = class_attribute(tx, container.python_type(), "__delitem__", container)
-            assert method is not None
-            tx.call(method, [key], {})
-            return
-    container.delitem(tx, key)
+    method = _own_method(tx, container, _CONTAINERS, "__delitem__")
+    if method is not None:
+        tx.call(method, [key], {})
+    else:
+        container.delitem(tx, key)
 
 
 def store_item(tx: Context, container: Value, key: Value, value: Value) -> None:
     """``container[key] = value``: the ``__setitem__`` of a dict subclass written in Python
     inlined (its ``super().__setitem__`` writes the storage), else the container's own store."""
-    if isinstance(container, DictValue) and container.python_type() not in _BUILTIN_CONTAINERS:
-        raw = lookup_mro(container.python_type(), "__setitem__")[1]
-        if isinstance(raw, types.FunctionType):
-            method = class_attribute(tx, container.python_type(), "__setitem__", container)
-            assert method is not None
-            tx.call(method, [key, value], {})
-            return
-    container.setitem(tx, key, value)
+    method = _own_method(tx, container, (DictValue,), "__setitem__")
+    if method is not None:
+        tx.call(method, [key, value], {})
+    else:
+        container.setitem(tx, key, value)
 
 
 #: the classes whose ``__setitem__`` and ``get`` the model implements on dict's storage

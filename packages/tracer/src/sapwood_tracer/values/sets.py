@@ -32,7 +32,7 @@ from .base import (
 from .dunders import call_special, has_special, is_special, special_method
 from .exceptions import raise_error
 
-__all__ = ["SetValue"]
+__all__ = ["SetValue", "function_member"]
 
 
 class SetValue(Value):
@@ -357,10 +357,16 @@ def _keys_of(tx: Context, value: Value) -> tuple[Any, dict[Any, Value]]:
     return keys, pool
 
 
+def function_member(obj: Any) -> bool:
+    """A function or builtin function: a set member or dict key equal only to itself, and its
+    own trace-time key."""
+    return type(obj) in (types.FunctionType, types.BuiltinFunctionType)
+
+
 def _keyed_as_python(key: Any, value: Value) -> bool:
     """Whether a member's trace-time key is the object Python hashes for it (a constant, a
     function), so the key mirror iterates in the real set's order."""
-    return type(key) in (types.FunctionType, types.BuiltinFunctionType) or value.is_constant()
+    return function_member(key) or value.is_constant()
 
 
 def _hashable_key(tx: Context, value: Value) -> Any:
