@@ -125,19 +125,6 @@ def test_what_is_not_modelled_is_a_break_and_runs_as_eager(fn: Any, reason: str)
     _assert_two_close(x, y)
 
 
-class _LoggingTensor(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-
-def test_a_torch_function_subclass_is_refused_with_its_reason() -> None:
-    x = torch.randn(3).as_subclass(_LoggingTensor)
-    strict = sapwood.compile(_f, backend=CountingBackend(), fullgraph=True)
-    with pytest.raises(sapwood_tracer.Unsupported, match="tensor subclass input"):
-        strict(x)
-
-
 # -- a weight-only int8 quantized weight, written as a wrapper subclass --------------------
 class Int8Weight(torch.Tensor):
     """``int_data * scale[:, None]`` (per output channel), for ``F.linear``."""

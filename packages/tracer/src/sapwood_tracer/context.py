@@ -200,6 +200,9 @@ class TraceContext(Protocol[V]):
     handled: V | None
     #: the levels below the running one, innermost last
     enclosing_handled: list[V | None]
+    #: whether tensor subclasses' ``__torch_function__`` runs at this point of the trace
+    #: (None until first asked; see ``values.contexts.subclass_functions_enabled``)
+    subclass_functions: bool | None
 
     @property
     def graph(self) -> GraphRecorder[V]: ...
@@ -220,6 +223,11 @@ class TraceContext(Protocol[V]):
     @property
     def member_stores(self) -> dict[Source, str]:
         """Module attribute sources read from a module's registry dict (``_parameters``...)."""
+        ...
+
+    @property
+    def object_of(self) -> dict[int, Any]:
+        """The object of the inputs each value was made of, by the value's id."""
         ...
 
     @property

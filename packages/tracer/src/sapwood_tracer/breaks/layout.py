@@ -21,6 +21,7 @@ from ..values.contexts import (
     ContextExitValue,
     GradModeValue,
     ProfilerRangeValue,
+    SubclassFunctionsOffValue,
     _AlreadyEntered,
 )
 from ..values.functions import CellValue
@@ -52,6 +53,8 @@ def torch_context(value: Value) -> TorchContext | None:
         return TorchContext(torch.autograd.profiler.record_function, tuple(value.args))
     if isinstance(value, LockValue):
         return TorchContext(the_lock, (value.lock,))
+    if isinstance(value, SubclassFunctionsOffValue):
+        return TorchContext(value.cls, ())
     return None
 
 

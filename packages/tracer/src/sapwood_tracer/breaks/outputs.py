@@ -3,17 +3,16 @@
 The trace ends with a value (the frame's return value) and a list of attribute writes. Each
 is turned into a *plan*: graph outputs for tensors computed in the graph, the input object
 itself for anything that came from the inputs (so identity and aliasing with inputs are
-kept), constants, and fresh containers/objects rebuilt around those. The entry function is
-generated code (see :mod:`sapwood_tracer.guards.emitter`): it checks the guards, calls the compiled graph, replays
-the writes and builds the plan.
+kept), constants, and fresh containers/objects rebuilt around those. The entry function
+(generated code) checks the guards, calls the compiled graph, replays the writes and builds
+the plan.
 
 Invariants:
 
 * A value that appears several times in the result is built once (a list returned twice is
   one list, as in Python).
-* Objects made during the trace are rebuilt without running user code: their class's
-  ``__new__`` is not called through ``__init__``; attributes are set with
-  ``object.__setattr__``, which also works for frozen dataclasses.
+* Objects made during the trace are rebuilt without running user code (no ``__init__``;
+  attributes set with ``object.__setattr__``, which frozen dataclasses allow too).
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from ..guards.fast_path import emit_guards
 from ..guards.sources import HeldObjectSource
 from ..interpreter.side_effects import AttributeWrite, SideEffects
 from ..pymodel.made_classes import class_expression
+from ..pymodel.overriding_tensors import OverridingTensorValue, emit_made
 from ..values.base import (
     BoundBuiltinMethod,
     BuiltinValue,
@@ -143,7 +143,7 @@ class OutputCollector:
                     self.collect(item, seen)
         elif isinstance(value, SymNumberValue):  # a symbolic size: the graph computes it
             self.graph_index(value)  # type: ignore[arg-type]
-        elif isinstance(value, NdarrayValue):
+        elif isinstance(value, (NdarrayValue, OverridingTensorValue)):
             self.collect(value.tensor, seen)
         elif isinstance(value, (TupleValue, ListValue)):
             for item in value.items:
@@ -365,9 +365,8 @@ _BUILDING = "<being built>"
 def _emit(
     em: Emitter, value: Value, collector: OutputCollector, built: dict[int, str], indent: str
 ) -> str:
-    """An expression of the entry for ``value`` rebuilt (each value built once). A value met
-    again while it is being built (a list, set or tuple that contains itself through its
-    items) is refused; an object is known before its attributes are, so it may."""
+    """An expression of the entry for ``value`` rebuilt (each value built once). A container
+    that contains itself is refused; an object is known before its attributes, so it may."""
     known = built.get(id(value))
     if known is _BUILDING:
         raise Unsupported(f"rebuilding {value.describe()}, which contains itself")
@@ -399,6 +398,9 @@ def _emit_value(
         out = f"o[{collector.graph_index(value)}]"
         emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
         return emit_with_attributes(em, value, out, emit, built, indent)
+    if isinstance(value, OverridingTensorValue) and value.source is None:
+        emit = lambda v: _emit(em, v, collector, built, indent)  # noqa: E731
+        return emit_made(em, value, collector.graph_index(value.tensor), emit, built, indent)
     if isinstance(value, SymNumberValue):
         return f"o[{collector.graph_index(value)}]"  # type: ignore[arg-type]
     if isinstance(value, NdarrayValue):  # numpy's view of the tensor (a scalar: its item)
@@ -418,7 +420,7 @@ def _emit_value(
         return em.source(value.source, indent)
     if isinstance(value, ModuleValue) and isinstance(value.source, HeldObjectSource):
         raise Unsupported(f"returning {value.describe()} built during the trace")
-    if isinstance(value, (ModuleValue, ObjectValue, LockValue)) or (
+    if isinstance(value, (ModuleValue, ObjectValue, LockValue, OverridingTensorValue)) or (
         isinstance(value, (UserFunctionValue, PartialValue, OrderedDataclassValue))
         and value.source is not None  # (a ModelOutput passed in: itself, writes replayed)
     ):

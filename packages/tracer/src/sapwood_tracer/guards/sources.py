@@ -371,6 +371,7 @@ _TORCH_SETTING_READERS: dict[str, Any] = {
     "jit_tracing": torch._C._is_tracing,
     "jit_tracing_state": torch._C._get_tracing_state,
     "privateuse1_name": torch._C._get_privateuse1_backend_name,
+    "torch_function_subclasses": torch._C._is_torch_function_enabled,
 }
 
 

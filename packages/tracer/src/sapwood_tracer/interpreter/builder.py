@@ -65,6 +65,7 @@ from ..guards.sources import (
     dict_of_view,
 )
 from ..pymodel.builtins import is_modelled_builtin
+from ..pymodel.overriding_tensors import OverridingTensorValue, overriding_class, overriding_input
 from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
 from ..values.containers import DictValue, DictViewValue, ListValue, NamedTupleValue, TupleValue
@@ -141,6 +142,7 @@ SHARED_VALUES = (
     PartialValue,
     GeneratorValue,
     OrderedDataclassValue,
+    OverridingTensorValue,
 )
 
 #: Kinds of values whose identity the trace does not take from the object they were made of:
@@ -182,6 +184,8 @@ def _is_namedtuple(obj: Any) -> bool:
 def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     cls = type(obj)
     if isinstance(obj, torch.Tensor):
+        if overriding_class(cls):  # (a class with a __torch_function__ that runs)
+            return overriding_input(tx, obj, source)
         return tx.tensor_input(obj, source)
     if isinstance(obj, torch.nn.Module):
         _type_match(tx, source, obj)

@@ -26,6 +26,7 @@ from sapwood_graph import (
 from ..errors import Unsupported
 from ..guards.sources import LeafViewSource, ReaderSource
 from ..marks import static_address_marked
+from ..pymodel.overriding_tensors import drop_aliases, plain_alias, without_subclass_functions
 from ..values.base import Context, Value
 from ..values.symbolic import number_from_fake
 from ..values.tensor_subclasses import (
@@ -294,6 +295,9 @@ class GraphBridge:
     # -- compile ---------------------------------------------------------------------------------
     def compile(self, outputs: list[Any], backend: Any) -> CompiledGraph:
         check_unwritten(self.made_leaves)
+        if any(getattr(s, "reader", None) is plain_alias for s in self.input_order):
+            backend = without_subclass_functions(backend)  # (see pymodel.overriding_tensors)
+            drop_aliases(self.og.root.graph, outputs)
         return self.og.compile(tuple(outputs), backend)
 
     @property

@@ -100,6 +100,7 @@ class TraceSession:
         self.member_stores: dict[Source, str] = {}
         self.open_contexts: list[Value] = []
         self.loose_state: list[Value] = []  # set_grad_enabled(b) called outside a with block
+        self.subclass_functions: bool | None = None  # (see values.contexts)
         #: whether a construct that cannot be captured may become a graph break
         self.breaks_allowed = False
         #: the exception being handled at the running level (what PUSH_EXC_INFO saves and

@@ -29,6 +29,7 @@ from sapwood_graph import ItemSource, LocalSource, Source
 from ..guards.sources import ReaderSource
 from ..marks import marked_dims, marked_ranges
 from ..pymodel.loop_items import next_item
+from ..pymodel.overriding_tensors import plain_alias
 
 __all__ = ["ShapePlan", "is_argument_source"]
 
@@ -37,7 +38,8 @@ def is_argument_source(source: Source) -> bool:
     """Reached from the call's arguments through items only (``L['x']``, ``L['xs'][0]``,
     ``next_item(L['stack 0'])[1]``)."""
     while isinstance(source, ItemSource) or (
-        isinstance(source, ReaderSource) and source.reader is next_item
+        # (an overriding tensor's plain alias: the argument itself, as the graph sees it)
+        isinstance(source, ReaderSource) and source.reader in (next_item, plain_alias)
     ):
         source = source.base  # type: ignore[assignment]
     return isinstance(source, LocalSource)

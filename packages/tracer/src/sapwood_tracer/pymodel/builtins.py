@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from ..errors import Unsupported, forget_handled, weakly_referenced
 from ..foreign import numpy_errors_raise
 from ..values.base import (
@@ -47,6 +49,7 @@ from . import operators as ops
 from . import text as text_model
 from .caller_frames import reads_callers_frame
 from .text import inlines_text, join_text, member_text, text_call, text_of_exception
+from .torch_function_protocol import tensor_getter_name
 
 __all__ = ["call_builtin", "is_modelled_builtin", "make_super", "new_set"]
 
@@ -184,6 +187,8 @@ def call_builtin(
     owner = (
         None if isinstance(real, types.MethodWrapperType) else getattr(real, "__objclass__", None)
     )
+    if owner is torch._C.TensorBase or tensor_getter_name(real) is not None:
+        return tx.call_torch_function(real, args, kwargs)  # (``torch.Tensor.exp(x)``)
     if owner is object and getattr(real, "__name__", "") == "__init__":
         return ConstantValue(None)
     if owner is object and getattr(real, "__name__", "") == "__setattr__":

@@ -41,6 +41,8 @@ from ..values.symbolic import (
 )
 from ..values.tensors import TensorValue
 from ..values.tuple_identity import concatenated, repeated
+from .overriding_tensors import OverridingTensorValue
+from .torch_function_protocol import overriding_operator
 
 __all__ = ["BINARY", "COMPARE", "INPLACE", "binary", "compare", "unary"]
 
@@ -136,6 +138,8 @@ def _fold(fn: Any, *values: Value) -> Value:
 
 def binary(tx: Context, fn: Any, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for a binary or in-place operator function ``fn`` of :mod:`operator`."""
+    if isinstance(a, OverridingTensorValue) or isinstance(b, OverridingTensorValue):
+        return overriding_operator(tx, fn, a, b)  # (through their __torch_function__)
     original = fn
     base = _INPLACE_TO_BINARY.get(fn)
     if base is not None and not _is_tensor(a) and _is_tensor(b):
@@ -554,6 +558,8 @@ def _reflected_first(a: Value, b: Value, reflected: str) -> bool:
 
 
 def unary(tx: Context, fn: Any, a: Value) -> Value:
+    if isinstance(a, OverridingTensorValue) and fn is not operator.not_:
+        return overriding_operator(tx, fn, a)
     if isinstance(a, NdarrayValue) and fn is not operator.not_:
         return numpy_operator(tx, fn, [a])
     if _is_tensor(a):

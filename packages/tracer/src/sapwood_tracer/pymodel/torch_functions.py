@@ -22,7 +22,9 @@ from ..values.base import ConstantValue, Context, Value
 from ..values.containers import TupleValue
 from ..values.ndarrays import NdarrayValue, tensor_of_array
 from ..values.symbolic import SizeValue, SymNumberValue
-from ..values.tensors import TensorValue, metadata_call
+from ..values.tensors import METHODS_MODELLED_ELSEWHERE, TensorValue, metadata_call
+from .overriding_tensors import as_subclass
+from .torch_function_protocol import SPECIAL_FUNCTIONS, call_overridden
 
 __all__ = [
     "AUTOGRAD_FUNCTION_APPLY",
@@ -95,18 +97,6 @@ _METADATA_FUNCTIONS: set[Any] = set(
     )
 )
 
-#: Whether a torch-function override applies: never, since tensor subclass inputs are refused.
-_HAS_TORCH_FUNCTION: set[Any] = set(
-    _resolve(
-        "torch._C._has_torch_function",
-        "torch._C._has_torch_function_unary",
-        "torch._C._has_torch_function_variadic",
-        "torch.overrides.has_torch_function",
-        "torch.overrides.has_torch_function_unary",
-        "torch.overrides.has_torch_function_variadic",
-    )
-)
-
 _SPECIAL: dict[Any, Any] = {
     fn: _const(True)
     for fn in _resolve(
@@ -115,7 +105,8 @@ _SPECIAL: dict[Any, Any] = {
         "torch._utils.is_compiling",
     )
 }
-_SPECIAL.update({fn: _const(False) for fn in _HAS_TORCH_FUNCTION})
+# (has_torch_function, handle_torch_function, Tensor.__torch_function__: the protocol's)
+_SPECIAL.update(SPECIAL_FUNCTIONS)
 
 
 def _autocast_dtype(device: str | None) -> Any:
@@ -294,6 +285,9 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
     special = _SPECIAL.get(fn)
     if special is not None:
         return special(tx, args, kwargs)  # type: ignore[no-any-return]
+    overridden = call_overridden(tx, fn, args, kwargs)
+    if overridden is not None:  # (a tensor of a class with a __torch_function__)
+        return overridden
     if any(isinstance(a, NdarrayValue) for a in [*args, *kwargs.values()]):
         return tensor_of_array(tx, fn, args, kwargs)
     if fn in _REFUSED:
@@ -303,6 +297,22 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
     if "out" in kwargs:
         raise Unsupported(f"{getattr(fn, '__name__', fn)}(out=...)")
     return tx.graph.call_function(tx, fn, args, kwargs)
+
+
+def _as_subclass_method(
+    tx: Context, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
+) -> Value:
+    """``t.as_subclass(cls)`` of a plain tensor (see ``pymodel.overriding_tensors``)."""
+    given = [*args, *kwargs.values()]
+    if len(given) != 1 or not given[0].is_constant():
+        raise Unsupported("Tensor.as_subclass with these arguments")
+    return as_subclass(tx, tensor, given[0].as_constant())
+
+
+METHODS_MODELLED_ELSEWHERE["as_subclass"] = _as_subclass_method
+_SPECIAL[torch._C.TensorBase.as_subclass] = lambda tx, args, kwargs: _as_subclass_method(
+    tx, args[0], args[1:], kwargs
+)
 
 
 #: ``torch.autograd.Function.apply`` as a plain function (it is a classmethod).

@@ -160,6 +160,8 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
     if receiver is not None and raw is object.__reduce_ex__:
         # (modelled for plain objects: what ``copy`` asks; see pymodel.copying)
         return BoundMethodValue(BuiltinValue(raw), receiver)
+    if receiver is None and type(raw) is types.GetSetDescriptorType:
+        return ConstantValue(raw)  # (``torch.Tensor.ndim``: read through the class, itself)
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
         if receiver is None and isinstance(

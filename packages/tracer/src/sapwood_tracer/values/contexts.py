@@ -19,8 +19,10 @@ from typing import Any
 
 import torch
 
+from sapwood_graph import GuardKind
+
 from ..errors import Unsupported, user_stacklevel
-from ..guards.sources import HeldObjectSource
+from ..guards.sources import GlobalStateSource, HeldObjectSource
 from .base import ConstantValue, Context, Value
 from .functions import FunctionValue
 
@@ -31,7 +33,9 @@ __all__ = [
     "GradModeFunctionValue",
     "GradModeValue",
     "ProfilerRangeValue",
+    "SubclassFunctionsOffValue",
     "settle_loose_grad_mode",
+    "subclass_functions_enabled",
 ]
 
 
@@ -60,6 +64,41 @@ class GradModeValue(Value):
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         # ``@torch.no_grad()`` on a function defined or reached in the trace
         return GradModeFunctionValue.decorating(self.enabled, args, kwargs)
+
+
+def subclass_functions_enabled(tx: Context) -> bool:
+    """Whether tensor subclasses' ``__torch_function__`` runs here: as the call began
+    (``torch._C._is_torch_function_enabled()``, guarded), unless a ``with
+    torch._C.DisableTorchFunctionSubclass()`` of the trace is open."""
+    if tx.subclass_functions is None:
+        source = GlobalStateSource("torch_function_subclasses")
+        tx.subclass_functions = bool(source.reader()())
+        tx.guard(GuardKind.CONSTANT_MATCH, source, tx.subclass_functions)
+    return tx.subclass_functions
+
+
+class SubclassFunctionsOffValue(Value):
+    """``torch._C.DisableTorchFunctionSubclass()`` (or ``DisableTorchFunction()``): inside
+    it, operations on tensor subclasses run as on plain tensors. The graph only ever holds
+    plain tensors, so this is the trace's state alone: no node."""
+
+    __slots__ = ("cls", "prior")
+
+    def __init__(self, cls: Any) -> None:
+        super().__init__(None)
+        self.cls = cls
+        self.prior: bool | None = None
+
+    def describe(self) -> str:
+        return f"torch._C.{self.cls.__name__}()"
+
+    def enter(self, tx: Context) -> Value:
+        self.prior = subclass_functions_enabled(tx)
+        tx.subclass_functions = False
+        return ConstantValue(None)
+
+    def exit(self, tx: Context) -> None:
+        tx.subclass_functions = self.prior
 
 
 class GradModeFunctionValue(Value):
@@ -216,6 +255,10 @@ class ContextClassValue(Value):
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         cls = self.cls
+        if cls in _SUBCLASS_FUNCTIONS_OFF:
+            if args or kwargs:
+                raise Unsupported(f"torch._C.{cls.__name__} with arguments (TypeError)")
+            return SubclassFunctionsOffValue(cls)
         if cls in (torch.no_grad, torch.enable_grad):
             enabled = cls is torch.enable_grad
             if args or kwargs:  # ``torch.no_grad(fn)``: the class as a bare decorator
@@ -296,7 +339,10 @@ CONTEXT_CLASSES = (
     torch.cuda.amp.autocast,
     torch.inference_mode,
     torch.autograd.profiler.record_function,
+    torch._C.DisableTorchFunctionSubclass,
+    torch._C.DisableTorchFunction,
 )
+_SUBCLASS_FUNCTIONS_OFF = (torch._C.DisableTorchFunctionSubclass, torch._C.DisableTorchFunction)
 
 
 def _call_with(fn: Any, *args: Any) -> None:

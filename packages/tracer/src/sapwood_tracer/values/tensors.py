@@ -268,6 +268,9 @@ class TensorMethodValue(Value):
 
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         name = self.name
+        if any(getattr(a, "overrides_torch_functions", False) for a in [*args, *kwargs.values()]):
+            # (``t.add(x)`` with x of a class with a __torch_function__: its method runs)
+            return tx.call_torch_function(getattr(torch.Tensor, name), [self.tensor, *args], kwargs)
         if name in SYMBOLIC_METADATA and has_symbolic_shape(self.tensor.fake):
             return SYMBOLIC_METADATA[name](tx, self.tensor, args, kwargs)
         if name in _METADATA_METHODS:
