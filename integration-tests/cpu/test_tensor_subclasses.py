@@ -229,6 +229,49 @@ def test_dtensor_inputs_compile_to_one_graph_with_their_placements(
         assert counting.count == 1 == _torch_graphs(fn, x, w)
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_tensor_parallel_mlp_is_one_graph_forward_and_backward(
+    one_process_group: Any, backend: str
+) -> None:
+    """``parallelize_module`` with a colwise then a rowwise Linear: the module hooks call
+    ``DTensor.from_local``, ``redistribute`` and ``to_local``, each one node of the graph."""
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    class MLP(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = torch.nn.Linear(8, 16)
+            self.down = torch.nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.down(torch.relu(self.up(x)))
+
+    model = MLP()
+    parallelize_module(
+        model, one_process_group, {"up": ColwiseParallel(), "down": RowwiseParallel()}
+    )
+
+    def run(fn: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        x = torch.arange(32.0).reshape(4, 8).div(10).requires_grad_()
+        out = fn(x)
+        out.square().sum().backward()
+        assert x.grad is not None and model.up.weight.grad is not None
+        return out, x.grad, model.up.weight.grad.full_tensor()
+
+    counting = CountingBackend()
+    compiled = sapwood.compile(model, backend=counting if backend == "eager" else backend)
+    for got, want in zip(run(compiled), run(model)):
+        assert type(got) is type(want)
+        torch.testing.assert_close(got, want)
+    if backend == "eager":
+        assert counting.count == 1 == _torch_graphs(model, torch.randn(4, 8))
+
+
 def test_a_subclass_parameter_is_an_nn_parameter_as_eagerly() -> None:
     # nn.Parameter(subclass) keeps the subclass and flags it ``_is_param``: isinstance asks it
     param = torch.nn.Parameter(_two((2,)))

@@ -133,3 +133,40 @@ def test_a_graph_break_after_mutating_an_input_counter_writes_it_back_first():
         return seen, c
 
     _same_mutation(fn, lambda: Counter("xx"))
+
+
+class _Attributed(dict):
+    pass
+
+
+def _attributed() -> _Attributed:
+    d = _Attributed(a=1)
+    d.attr = 4
+    return d
+
+
+def test_an_attribute_assigned_to_a_dict_subclass_input_is_seen_and_written_back():
+    def fn(d):
+        before = d.attr
+        d.attr = before + 10
+        d["b"] = d.attr
+        return before, d.attr
+
+    _same_mutation(fn, _attributed)
+    assert _whole(fn, _attributed())
+    mine = _attributed()
+    _compiled(fn)(mine)
+    assert mine.attr == 14
+
+
+def test_a_dict_subclass_with_its_own_setattr_stays_a_break():
+    class Guarded(dict):
+        def __setattr__(self, name, value):
+            raise AttributeError(name)
+
+    def fn(d):
+        d.attr = 1
+        return len(d)
+
+    with pytest.raises(AttributeError):
+        _compiled(fn)(Guarded())

@@ -65,6 +65,7 @@ from ..guards.sources import (
     dict_of_view,
 )
 from ..pymodel.builtins import is_modelled_builtin
+from ..pymodel.dtensor_calls import is_placement
 from ..pymodel.overriding_tensors import OverridingTensorValue, overriding_class, overriding_input
 from ..pymodel.torch_functions import is_modelled_torch_function
 from ..values.base import BoundBuiltinMethod, BuiltinValue, ConstantValue, Value, is_constant_type
@@ -190,6 +191,10 @@ def _make(tx: WrappingSession, obj: Any, source: Source) -> Value:
     if isinstance(obj, torch.nn.Module):
         _type_match(tx, source, obj)
         return ModuleValue(obj, source)
+    if is_placement(obj):  # (a DTensor placement: an immutable value, guarded by equality)
+        _type_match(tx, source, obj)
+        tx.guard(GuardKind.CONSTANT_MATCH, source, obj)
+        return ConstantValue(obj, source)
     if cls in (tuple, list) or _is_namedtuple(obj) or cls is torch.Size:
         if cls is torch.Size or (cls is tuple and is_constant_type(obj)):
             _type_match(tx, source, obj)

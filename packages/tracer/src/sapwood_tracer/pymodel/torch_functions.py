@@ -22,7 +22,9 @@ from ..values.base import ConstantValue, Context, Value
 from ..values.containers import TupleValue
 from ..values.ndarrays import NdarrayValue, tensor_of_array
 from ..values.symbolic import SizeValue, SymNumberValue
+from ..values.tensor_subclasses import SUBCLASS_ATTRIBUTES
 from ..values.tensors import METHODS_MODELLED_ELSEWHERE, TensorValue, metadata_call
+from .dtensor_calls import dtensor_attribute, dtensor_names
 from .overriding_tensors import as_subclass
 from .torch_function_protocol import SPECIAL_FUNCTIONS, call_overridden
 
@@ -200,6 +202,7 @@ def _is_legacy_class(fn: Any) -> bool:
 def is_modelled_torch_function(fn: Any) -> bool:
     """Python-level torch functions answered here rather than inlined."""
     _dynamo_names()
+    dtensor_names(_SPECIAL)
     try:
         return fn in _SPECIAL or fn in _METADATA_FUNCTIONS or fn in _REFUSED
     except TypeError:
@@ -282,6 +285,7 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
     if _is_legacy_class(fn):
         return legacy_constructor(tx, None, fn, args, kwargs)
     _dynamo_names()
+    dtensor_names(_SPECIAL)
     special = _SPECIAL.get(fn)
     if special is not None:
         return special(tx, args, kwargs)  # type: ignore[no-any-return]
@@ -310,6 +314,7 @@ def _as_subclass_method(
 
 
 METHODS_MODELLED_ELSEWHERE["as_subclass"] = _as_subclass_method
+SUBCLASS_ATTRIBUTES.append(dtensor_attribute)
 _SPECIAL[torch._C.TensorBase.as_subclass] = lambda tx, args, kwargs: _as_subclass_method(
     tx, args[0], args[1:], kwargs
 )

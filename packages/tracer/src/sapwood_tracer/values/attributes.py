@@ -160,7 +160,7 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
     if receiver is not None and raw is object.__reduce_ex__:
         # (modelled for plain objects: what ``copy`` asks; see pymodel.copying)
         return BoundMethodValue(BuiltinValue(raw), receiver)
-    if receiver is None and type(raw) is types.GetSetDescriptorType:
+    if receiver is None and type(raw) is types.GetSetDescriptorType and _tensor_getter(raw):
         return ConstantValue(raw)  # (``torch.Tensor.ndim``: read through the class, itself)
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
@@ -172,6 +172,12 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
             return BoundMethodValue(BuiltinValue(raw), receiver)  # (``rng.random``)
         raise Unsupported(f"the descriptor {name!r} of {cls.__qualname__} ({type(raw).__name__})")
     return tx.wrap(raw, source)
+
+
+def _tensor_getter(raw: Any) -> bool:
+    """A getter of torch's tensor class (``TensorBase.ndim``)."""
+    owner = raw.__objclass__
+    return owner.__module__ == "torch._C" and owner.__name__ == "TensorBase"
 
 
 def _written_class_attribute(tx: Context, cls: type, name: str) -> Value | None:

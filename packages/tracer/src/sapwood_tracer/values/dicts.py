@@ -177,6 +177,9 @@ class DictValue(Value):
             return class_attribute(tx, self.cls, name, self)  # type: ignore[return-value]
         instance = getattr(self.obj, "__dict__", None)
         if instance is not None and self.source is not None:
+            pending = tx.side_effects.pending_attr(self.obj, name)
+            if pending is not None:  # (assigned earlier in the trace)
+                return pending
             attrs = AttrSource(self.source, "__dict__")
             if name in instance:
                 return tx.wrap(instance[name], AttrSource(self.source, name))
@@ -196,6 +199,21 @@ class DictValue(Value):
             if hooked is not None:
                 return hooked
         raise attribute_missing(self.describe(), name)
+
+    def setattr(self, tx: Context, name: str, value: Value) -> None:
+        """``d.name = value`` on a dict subclass's instance from the inputs: an attribute
+        write of its ``__dict__``, replayed after the graph (as for a plain object)."""
+        obj, cls = self.obj, self.cls
+        klass, raw = lookup_mro(cls, name)
+        if (
+            self.source is None
+            or not isinstance(getattr(obj, "__dict__", None), dict)
+            or (klass is not None and is_data_descriptor(raw))
+            or (cls.__setattr__ is not object.__setattr__ and not tx.plain_setattr(cls))
+            or tx.known(obj.__dict__) is not None  # (a __dict__ the trace holds would not see it)
+        ):
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}")
+        tx.record_attr_write(self, name, value)
 
     def call_method(self, tx: Context, name: str, args: list[Value], kwargs: dict) -> Value:
         if is_special(name):

@@ -33,6 +33,7 @@ import torch
 from ..errors import Unsupported
 
 __all__ = [
+    "SUBCLASS_ATTRIBUTES",
     "check_subclass_input",
     "inner_versions",
     "is_wrapper_subclass",
@@ -153,6 +154,11 @@ def inner_versions(fake: torch.Tensor) -> tuple[int, ...]:
         if isinstance(x, torch.Tensor):
             out.extend(inner_versions(x) if is_wrapper_subclass(x) else (x._version,))
     return tuple(out)
+
+
+#: readers of a wrapper subclass's own attributes that a module above this one models
+#: (DTensor's ``placements``, ``to_local``, ...): (tx, value, name) -> value or None
+SUBCLASS_ATTRIBUTES: list[Any] = []
 
 
 def subclass_attribute_refused(cls: type, name: str) -> Unsupported | None:

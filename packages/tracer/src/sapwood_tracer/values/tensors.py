@@ -46,7 +46,12 @@ from .tensor_attributes import (
     data_descriptor,
     instance_attribute,
 )
-from .tensor_subclasses import is_wrapper_subclass, subclass_attribute_refused, subclass_method
+from .tensor_subclasses import (
+    SUBCLASS_ATTRIBUTES,
+    is_wrapper_subclass,
+    subclass_attribute_refused,
+    subclass_method,
+)
 
 __all__ = [
     "TensorMethodValue",
@@ -92,6 +97,10 @@ class TensorValue(Value):
         cls = self.python_type()
         if cls is not torch.Tensor and cls is not torch.nn.Parameter:
             if is_wrapper_subclass(fake):
+                for reader in SUBCLASS_ATTRIBUTES:  # (DTensor's, see pymodel.dtensor_calls)
+                    found = reader(tx, self, name)
+                    if found is not None:
+                        return found  # type: ignore[no-any-return]
                 refused = subclass_attribute_refused(cls, name)
                 if refused is not None:
                     raise refused
