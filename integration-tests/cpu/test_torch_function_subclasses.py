@@ -86,6 +86,21 @@ class Derived(Base):
     pass
 
 
+class Rewrapped(torch.Tensor):
+    """Makes its results with its own ``__new__`` (``_make_subclass``), as older code does."""
+
+    @staticmethod
+    def __new__(cls, data: torch.Tensor) -> Rewrapped:  # type: ignore[misc]
+        return torch.Tensor._make_subclass(cls, data)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        LOG.append(func.__name__)
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **(kwargs or {}))
+        return cls(out) if isinstance(out, torch.Tensor) else out
+
+
 class CountingBackend:
     def __init__(self) -> None:
         self.count = 0
@@ -148,6 +163,16 @@ def test_one_graph_as_with_torch_and_what_eager_gives(cls: type) -> None:
     counter = _check(_basic, x)
     assert counter.count == 1
     assert _torch_graphs(_basic, x) in (1, None if cls is Scaled else 1)
+
+
+def test_a_class_that_makes_its_results_with_make_subclass() -> None:
+    def f(x: torch.Tensor) -> Any:
+        y = x * 2 + 1
+        return y, y.requires_grad
+
+    assert _check(f, torch.randn(3).as_subclass(Rewrapped)).count == 1
+    leaf = torch.Tensor._make_subclass(Rewrapped, torch.randn(3), True)
+    assert _check(f, leaf).count == 1  # (made detached, as _make_subclass makes it)
 
 
 def test_the_log_names_what_eager_torch_names() -> None:

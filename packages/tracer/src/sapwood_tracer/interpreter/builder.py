@@ -514,7 +514,9 @@ def _is_torch_builtin(fn: Any) -> bool:
     if module.startswith("torch"):
         return True
     owner = getattr(fn, "__objclass__", None)
-    return owner is not None and owner in (torch.Tensor, torch._C.TensorBase)
+    if owner is not None and owner in (torch.Tensor, torch._C.TensorBase):
+        return True
+    return is_modelled_torch_function(fn)  # (``torch.Tensor._make_subclass``)
 
 
 def _lasting_class(obj: Any) -> bool:

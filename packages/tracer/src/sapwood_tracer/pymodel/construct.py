@@ -49,6 +49,7 @@ from ..values.partials import c_partial_base, make_partial
 from ..values.set_subclasses import SetSubclassValue, plain_set_subclass, plain_subclass_of
 from .builtins import new_set
 from .dict_subclasses import construct_dict_subclass, python_dict_subclass
+from .overriding_tensors import overriding_class
 
 __all__ = ["construct", "is_plain_python_class"]
 
@@ -200,6 +201,11 @@ def construct(
         if cls is torch.Tensor or cls in torch._tensor_classes:  # type: ignore[attr-defined]
             # torch.Tensor(...) and the legacy typed classes (torch.FloatTensor, ...)
             return tx.call_torch_function(cls, args, kwargs)
+        if overriding_class(cls) and _python_new(cls) and cls.__init__ is object.__init__:
+            # (a __torch_function__ subclass's own __new__, as ``_make_subclass`` in it)
+            new = class_attribute(tx, cls, "__new__", None)
+            assert new is not None
+            return tx.call(new, [tx.wrap_trusted(cls), *args], kwargs)
         raise Unsupported(
             f"constructing a {cls.__qualname__} inside the compiled function",
             hint="Create parameters and tensor subclasses outside the compiled function "

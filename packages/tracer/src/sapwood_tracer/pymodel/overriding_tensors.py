@@ -47,6 +47,7 @@ __all__ = [
     "drop_aliases",
     "emit_made",
     "made_as",
+    "make_subclass",
     "overriding_class",
     "overriding_input",
     "plain_alias",
@@ -234,6 +235,30 @@ def as_subclass(tx: Context, value: Value, cls: Any) -> Value:
     alias = tx.graph.call_function(tx, torch.ops.aten.alias.default, [plain], {})
     assert isinstance(alias, TensorValue)
     return alias if cls is torch.Tensor else OverridingTensorValue(alias, cls)
+
+
+def make_subclass(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``torch.Tensor._make_subclass(cls, data, require_grad=False)`` (what a subclass's
+    ``__new__`` calls): ``data`` detached, as a new tensor object of ``cls``."""
+    names = ("cls", "data", "require_grad")
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in bound:
+            raise Unsupported(f"Tensor._make_subclass with the argument {key!r}")
+        bound[key] = value
+    cls_value, data = bound.get("cls"), bound.get("data")
+    flag = bound.get("require_grad")
+    if cls_value is None or data is None or not cls_value.is_constant():
+        raise Unsupported("Tensor._make_subclass with these arguments (TypeError)")
+    if flag is not None and not (flag.is_constant() and flag.as_constant() is False):
+        raise Unsupported("Tensor._make_subclass(require_grad=True) inside the compiled function")
+    cls = cls_value.as_constant()
+    plain = data.tensor if isinstance(data, OverridingTensorValue) else data
+    if not isinstance(plain, TensorValue) or not overriding_class(cls):
+        raise Unsupported(f"Tensor._make_subclass({getattr(cls, '__qualname__', cls)!s}, ...)")
+    detached = tx.graph.call_function(tx, torch.ops.aten.detach.default, [plain], {})
+    assert isinstance(detached, TensorValue)
+    return OverridingTensorValue(detached, cls)
 
 
 def overriding_getattr(tx: Context, value: OverridingTensorValue, name: str) -> Value:

@@ -25,7 +25,7 @@ from ..values.symbolic import SizeValue, SymNumberValue
 from ..values.tensor_subclasses import SUBCLASS_ATTRIBUTES
 from ..values.tensors import METHODS_MODELLED_ELSEWHERE, TensorValue, metadata_call
 from .dtensor_calls import dtensor_attribute, dtensor_names
-from .overriding_tensors import as_subclass
+from .overriding_tensors import as_subclass, make_subclass
 from .torch_function_protocol import SPECIAL_FUNCTIONS, call_overridden
 
 __all__ = [
@@ -315,6 +315,7 @@ def _as_subclass_method(
 
 METHODS_MODELLED_ELSEWHERE["as_subclass"] = _as_subclass_method
 SUBCLASS_ATTRIBUTES.append(dtensor_attribute)
+_SPECIAL[torch.Tensor._make_subclass] = make_subclass
 _SPECIAL[torch._C.TensorBase.as_subclass] = lambda tx, args, kwargs: _as_subclass_method(
     tx, args[0], args[1:], kwargs
 )
