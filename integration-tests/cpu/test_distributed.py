@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 import torch.distributed as dist
-from distributed_workers import STEPS, ddp_worker, fsdp_worker, spawn
+from distributed_workers import STEPS, ddp_worker, fsdp_worker, spawn, tp_worker
 
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("this torch build has no gloo backend", allow_module_level=True)
@@ -70,3 +70,15 @@ def test_fsdp2_whole_model_compile_compiles_its_blocks(tmp_path: Path) -> None:
     )
     assert any("sharded by FSDP2" in reason for reason in seen["break_reasons"])
     assert seen["graphs"] >= 2  # the root's own code and the blocks
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensor_parallel_mlp_on_two_ranks_is_one_graph_like_eager(
+    tmp_path: Path, backend: str
+) -> None:
+    # (the worker compares outputs, input gradients and each rank's weight shards' gradients
+    # with the eager twin at every step)
+    seen = spawn(tp_worker, tmp_path / "tp.json", backend)
+    assert seen["graphs"] == 1
+    assert seen["explain_graphs"] == 1
+    assert seen["break_reasons"] == []
