@@ -27,6 +27,8 @@ Public API:
   eagerly.
 * :class:`EagerFallbackWarning` — sapwood's own code failed on a function (a bug), which
   runs eagerly instead.
+* :class:`ModeFallbackWarning` — a compiled function ran eagerly because a torch function
+  or dispatch mode of the program's was active.
 * :class:`CompiledModule` — what :func:`compile` returns for a module;
   :class:`CompiledDDP` — for a ``DistributedDataParallel`` module (DDP eager, model compiled).
 """
@@ -38,6 +40,7 @@ from .api.entry import compile
 from .api.events import compile_times, set_logs
 from .api.explain import BreakReport, ExplainOutput, GraphReport, explain
 from .api.export import export
+from .api.modes import ModeFallbackWarning
 from .api.stance import StanceNotSupported
 from .api.torch_config import TorchConfigWarning
 from .errors import (
@@ -71,6 +74,7 @@ __all__ = [
     "EagerFallbackWarning",
     "ExplainOutput",
     "GraphReport",
+    "ModeFallbackWarning",
     "RecompileLimitExceeded",
     "RecompileLimitWarning",
     "SpecializedDimWarning",

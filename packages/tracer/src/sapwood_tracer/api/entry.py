@@ -40,7 +40,6 @@ from ..interpreter.frame import internal_error
 from ..interpreter.registry import unsupported_python
 from ..interpreter.shape_plan import ShapePlan
 from ..marks import is_disabled
-from ..pinned import replaced_builtins
 from . import cache as _cache
 from . import events as _events
 from . import torch_config
@@ -56,6 +55,7 @@ from .distributed import (
 from .dynamic import plan_after_miss
 from .forwards import caller_of
 from .frozen_modules import GUARD_MODES
+from .modes import eager_for_now
 from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
 from .tracebacks import to_user_frames
@@ -197,12 +197,8 @@ def _miss(
             cache.eager_reason = unsupported
             _events.skipped(code, unsupported)
             return eager(L)
-        replaced = replaced_builtins()
-        if replaced:
-            # the trace would read the program's replacement where the interpreter's code (and
-            # torch's) calls the builtin: this call runs eagerly; a later one, once the program
-            # put the builtins back, is traced again
-            reason = f"the program replaced the builtins {', '.join(replaced)}"
+        reason = eager_for_now(code)  # (replaced builtins, an active mode: see api.modes)
+        if reason is not None:
             if runtime is None:
                 raise Unsupported(f"{code.co_qualname} while {reason}")
             _events.skipped(code, reason)

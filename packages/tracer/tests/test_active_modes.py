@@ -1,0 +1,98 @@
+"""A compiled function called while a torch function or dispatch mode of the program's is
+active runs eagerly (``api/modes.py``): the mode sees exactly the calls eager code makes,
+never sapwood's own (fake tensors, metadata, the backend's compile), and a graph traced
+under one mode is never served under another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import sapwood_tracer
+from sapwood_tracer import ModeFallbackWarning
+from sapwood_tracer.api import modes
+
+LOG: list[str] = []
+
+
+class LoggingFunctions(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        LOG.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+class SinIsCos(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func in (torch.sin, torch.Tensor.sin):
+            func = torch.cos
+        return func(*args, **(kwargs or {}))
+
+
+class LoggingOps(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        LOG.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _fn(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).sin() + 1
+
+
+def _aot_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=lambda g, _: g.forward)
+
+
+@pytest.mark.parametrize("mode", [LoggingFunctions, LoggingOps])
+def test_a_mode_sees_what_eager_code_makes_it_see(mode: Any) -> None:
+    modes._warned.discard(_fn.__code__)  # (warned once per code: once per parameter here)
+    compiled = sapwood_tracer.compile(_fn, backend=_aot_eager)
+    x = torch.randn(3)
+    compiled(x)  # (a cached entry from outside the mode)
+    for _ in range(2):
+        with mode():
+            LOG.clear()
+            want = _fn(x)
+            seen = list(LOG)
+            LOG.clear()
+            with pytest.warns(ModeFallbackWarning) if _ == 0 else _no_warning():
+                got = compiled(x)
+            assert seen == LOG
+        torch.testing.assert_close(got, want)
+
+
+def test_a_graph_made_under_one_mode_is_not_served_under_another() -> None:
+    compiled = sapwood_tracer.compile(_fn, backend=_aot_eager)
+    x = torch.randn(3)
+    with SinIsCos():
+        torch.testing.assert_close(compiled(x), (x * 2).cos() + 1)
+    with LoggingFunctions():
+        torch.testing.assert_close(compiled(x), _fn(x))
+    torch.testing.assert_close(compiled(x), _fn(x))
+
+
+def test_explain_names_the_mode_and_fullgraph_refuses() -> None:
+    x = torch.randn(3)
+    with LoggingOps():
+        report = sapwood_tracer.explain(_fn)(x)
+    assert any("TorchDispatchMode (LoggingOps)" in why for _, why in report.eager_functions)
+    strict = sapwood_tracer.compile(_fn, backend=_aot_eager, fullgraph=True)
+    with LoggingFunctions(), pytest.raises(sapwood_tracer.Unsupported, match="TorchFunctionMode"):
+        strict(x)
+
+
+class _no_warning:
+    def __enter__(self) -> None:
+        import warnings
+
+        self._catch = warnings.catch_warnings()
+        self._catch.__enter__()
+        warnings.simplefilter("error", ModeFallbackWarning)
+
+    def __exit__(self, *exc: object) -> None:
+        self._catch.__exit__(*exc)
