@@ -96,3 +96,57 @@ class _no_warning:
 
     def __exit__(self, *exc: object) -> None:
         self._catch.__exit__(*exc)
+
+
+def test_the_default_device_modes_are_traced_not_refused() -> None:
+    """``torch.set_default_device`` / ``with torch.device(...)`` (torch's ``DeviceContext``
+    modes) are traced: factory functions without a device get the mode's, guarded."""
+    counting: list[int] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        counting.append(1)
+        return gm.forward
+
+    def fn(x: torch.Tensor) -> Any:
+        return x + torch.ones(3), torch.zeros(2).device, torch.get_default_device()
+
+    compiled = sapwood_tracer.compile(fn, backend=backend)
+    x = torch.randn(3)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModeFallbackWarning)  # (never eager for these)
+        for device in (None, "cpu", "meta", "meta", "cpu"):
+            with torch.device(device) if device else _nothing():
+                arg = torch.randn(3) if device == "meta" else x
+                got, want = compiled(arg), fn(arg)
+            assert got[1:] == want[1:] and got[0].device == want[0].device
+    assert len(counting) == 3  # (no mode, cpu, meta: each traced once)
+    report = sapwood_tracer.explain(fn)
+    with torch.device("meta"):
+        guards = report(torch.randn(3)).guards[0][1]
+    assert "torch_state.default_device == device(type='meta')" in guards
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_vmap_and_grad_of_a_compiled_function_run_it_eagerly() -> None:
+    # (before, the trace took functorch's batched wrappers as inputs and the backend failed)
+    from torch.func import grad, vmap
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x * 3).cos()
+
+    compiled = sapwood_tracer.compile(fn, backend=_aot_eager)
+    xs, x = torch.randn(4, 3), torch.randn(3)
+    with pytest.warns(ModeFallbackWarning, match="torch.func transform"):
+        torch.testing.assert_close(vmap(compiled)(xs), vmap(fn)(xs))
+    got = grad(lambda v: compiled(v).sum())(x)
+    torch.testing.assert_close(got, grad(lambda v: fn(v).sum())(x))
+    torch.testing.assert_close(compiled(x), fn(x))

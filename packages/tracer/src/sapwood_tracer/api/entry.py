@@ -55,7 +55,7 @@ from .distributed import (
 from .dynamic import plan_after_miss
 from .forwards import caller_of
 from .frozen_modules import GUARD_MODES
-from .modes import eager_for_now
+from .modes import device_modes_set_aside, eager_for_now
 from .recompile_reasons import seen_at
 from .stance import current_stance, refusal
 from .tracebacks import to_user_frames
@@ -239,17 +239,18 @@ def _miss(
             if not own and mode is None:
                 shape_plan = _loop_item_plan(code) or shape_plan
             _events.tracing(code)
-            entry = capture(
-                code,
-                f_globals,
-                closure,
-                L,
-                backend,
-                fullgraph=runtime is None,
-                runtime=runtime,
-                shape_plan=shape_plan,
-                frozen_modules=region.frozen_modules,
-            )
+            with device_modes_set_aside():  # (see api.modes)
+                entry = capture(
+                    code,
+                    f_globals,
+                    closure,
+                    L,
+                    backend,
+                    fullgraph=runtime is None,
+                    runtime=runtime,
+                    shape_plan=shape_plan,
+                    frozen_modules=region.frozen_modules,
+                )
         except BackendCompilerFailed:
             raise  # the backend's own failure is the backend's error, as in torch.compile
         except Exception as error:

@@ -350,6 +350,30 @@ class ModuleHooksSource(_Printable):
         )
 
 
+#: the device of the default-device mode (``torch.set_default_device``, ``with
+#: torch.device(...)``) in force at the call being traced, while sapwood traces and compiles
+#: it with that mode set aside (see ``api.modes.device_modes_set_aside``); None otherwise
+SET_ASIDE_DEVICE: list[Any] = [None]
+
+
+def default_device_mode() -> Any:
+    """The device torch's factory functions get when none is given: the innermost
+    ``DeviceContext`` mode's, or None where there is none (their own default, the CPU)."""
+    if SET_ASIDE_DEVICE[0] is not None:
+        return SET_ASIDE_DEVICE[0]
+    from torch.utils._device import DeviceContext
+
+    for i in range(torch._C._len_torch_function_stack() - 1, -1, -1):
+        mode = torch._C._get_function_stack_at(i)
+        if isinstance(mode, DeviceContext):
+            return mode.device
+    return None
+
+
+def _function_modes() -> bool:
+    return SET_ASIDE_DEVICE[0] is not None or torch._C._is_torch_function_mode_enabled()
+
+
 _STATE_READERS = {
     "grad_enabled": torch.is_grad_enabled,
     "default_dtype": torch.get_default_dtype,
@@ -357,7 +381,7 @@ _STATE_READERS = {
     "autocast_cpu": lambda: torch.is_autocast_enabled("cpu"),
     "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
     "dispatch_modes": torch._C._len_torch_dispatch_stack,
-    "torch_function_modes": torch._C._is_torch_function_mode_enabled,
+    "torch_function_modes": _function_modes,
 }
 
 
@@ -372,6 +396,7 @@ _TORCH_SETTING_READERS: dict[str, Any] = {
     "jit_tracing_state": torch._C._get_tracing_state,
     "privateuse1_name": torch._C._get_privateuse1_backend_name,
     "torch_function_subclasses": torch._C._is_torch_function_enabled,
+    "default_device": default_device_mode,
 }
 
 

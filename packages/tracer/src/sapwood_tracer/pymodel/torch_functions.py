@@ -300,7 +300,49 @@ def call_torch_function(tx: Context, fn: Any, args: list[Value], kwargs: dict[st
         return metadata_call(tx, fn, args, kwargs)
     if "out" in kwargs:
         raise Unsupported(f"{getattr(fn, '__name__', fn)}(out=...)")
+    if _given_no_device(kwargs) and fn in _device_constructors():
+        kwargs = _on_default_device(tx, kwargs)
     return tx.graph.call_function(tx, fn, args, kwargs)
+
+
+def _given_no_device(kwargs: dict[str, Value]) -> bool:
+    given = kwargs.get("device")
+    return given is None or (given.is_constant() and given.as_constant() is None)
+
+
+def _device_constructors() -> Any:
+    from torch.utils._device import _device_constructors as constructors
+
+    return constructors()
+
+
+def _on_default_device(tx: Context, kwargs: dict[str, Value]) -> dict[str, Value]:
+    """A factory function called without a device under torch's default-device mode
+    (``torch.set_default_device``): the mode's device, as the mode gives it, guarded."""
+    source = GlobalStateSource("default_device")
+    device = source.reader()()
+    if device is None:  # (no such mode: not guarded, traces under one are guarded so)
+        return kwargs
+    tx.guard(GuardKind.CONSTANT_MATCH, source, device)
+    return {**kwargs, "device": ConstantValue(device)}
+
+
+def _default_device(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``torch.get_default_device()``: the default-device mode's device (guarded), else the
+    CPU (traces under such a mode are guarded so: ``torch_state.torch_function_modes``)."""
+    if args or kwargs:
+        raise Unsupported("torch.get_default_device with arguments (TypeError)")
+    source = GlobalStateSource("default_device")
+    device = source.reader()()
+    if device is None:
+        return ConstantValue(torch.device("cpu"))
+    tx.guard(GuardKind.CONSTANT_MATCH, source, device)
+    if device.index is None and device.type != "cpu":
+        raise Unsupported("torch.get_default_device() of a device without an index")
+    return ConstantValue(device)
+
+
+_SPECIAL[torch.get_default_device] = _default_device
 
 
 def _as_subclass_method(
