@@ -372,8 +372,26 @@ _UNARY = [
     lambda t: t.clone().add_(1),
     lambda t: t.reshape(-1)[:3],
     lambda t: torch.where(t > 0, t, 0.0),
+    lambda t: _broken(t),
+    lambda t: t.as_subclass(torch.Tensor) + 1,
+    lambda t: t.add_(1) if isinstance(t, (Logging, Keeps)) else t,
 ]
-_BINARY = [operator.add, operator.mul, operator.sub, torch.maximum, torch.add]
+
+
+def _broken(t: torch.Tensor) -> torch.Tensor:
+    """A graph break with the tensor live across it."""
+    y = t * 3
+    sapwood_tracer.graph_break()
+    return y - t
+
+
+_BINARY = [
+    operator.add,
+    operator.mul,
+    operator.sub,
+    lambda a, b: torch.maximum(a, torch.as_tensor(b)),
+    torch.add,
+]
 
 
 @st.composite
@@ -404,8 +422,8 @@ def _program(steps: list[tuple[str, int, int]]) -> Any:
     return run
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_programs(), st.sampled_from([Logging, Scaled, Keeps]))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_programs(), st.sampled_from([Logging, Scaled, Keeps, Rewrapped]))
 def test_random_programs_match_eager(steps: list[tuple[str, int, int]], cls: type) -> None:
     x = torch.randn(4, 4).as_subclass(cls)
     _check(_program(steps), x, torch.randn(4, 4))
