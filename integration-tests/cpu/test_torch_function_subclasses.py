@@ -425,5 +425,8 @@ def _program(steps: list[tuple[str, int, int]]) -> Any:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_programs(), st.sampled_from([Logging, Scaled, Keeps, Rewrapped]))
 def test_random_programs_match_eager(steps: list[tuple[str, int, int]], cls: type) -> None:
-    x = torch.randn(4, 4).as_subclass(cls)
-    _check(_program(steps), x, torch.randn(4, 4))
+    x, w = torch.randn(4, 4).as_subclass(cls), torch.randn(4, 4)
+    _check(_program(steps), x, w)
+    report = sapwood.explain(_program(steps))(x, w)
+    reasons = [b.reason for b in report.breaks] + [why for _, why in report.eager_functions]
+    assert not [r for r in reasons if "internal error" in r or "sapwood bug" in r], reasons
