@@ -150,3 +150,21 @@ def test_vmap_and_grad_of_a_compiled_function_run_it_eagerly() -> None:
     got = grad(lambda v: compiled(v).sum())(x)
     torch.testing.assert_close(got, grad(lambda v: fn(v).sum())(x))
     torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_an_entry_made_under_the_default_device_mode_does_not_serve_another_mode() -> None:
+    def fn(x: torch.Tensor) -> Any:
+        return x + torch.ones(3), torch._C._is_torch_function_mode_enabled()
+
+    compiled = sapwood_tracer.compile(fn, backend=_aot_eager)
+    x = torch.randn(3)
+    assert compiled(x)[1] is fn(x)[1] is False
+    with torch.device("cpu"):
+        assert compiled(x)[1] is fn(x)[1] is True  # (traced under the device mode)
+        with LoggingFunctions():
+            LOG.clear()
+            fn(x)
+            seen = list(LOG)
+            LOG.clear()
+            compiled(x)
+            assert seen == LOG == ["ones", "add"]

@@ -370,8 +370,21 @@ def default_device_mode() -> Any:
     return None
 
 
-def _function_modes() -> bool:
-    return SET_ASIDE_DEVICE[0] is not None or torch._C._is_torch_function_mode_enabled()
+def function_modes() -> str:
+    """Which torch function modes are active: ``"none"``, ``"device"`` (torch's
+    default-device modes only, which traces follow) or ``"other"`` (a mode of the program's,
+    under which calls run eagerly: an entry made under default-device modes alone must not
+    serve them)."""
+    if SET_ASIDE_DEVICE[0] is not None:
+        return "device"
+    if not torch._C._is_torch_function_mode_enabled():
+        return "none"
+    from torch.utils._device import DeviceContext
+
+    for i in range(torch._C._len_torch_function_stack()):
+        if not isinstance(torch._C._get_function_stack_at(i), DeviceContext):
+            return "other"
+    return "device"
 
 
 _STATE_READERS = {
@@ -381,7 +394,7 @@ _STATE_READERS = {
     "autocast_cpu": lambda: torch.is_autocast_enabled("cpu"),
     "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
     "dispatch_modes": torch._C._len_torch_dispatch_stack,
-    "torch_function_modes": _function_modes,
+    "torch_function_modes": function_modes,
 }
 
 

@@ -16,7 +16,7 @@ import torch
 from sapwood_graph import GuardKind
 
 from ..errors import Unsupported
-from ..guards.sources import GlobalStateSource
+from ..guards.sources import GlobalStateSource, function_modes
 from ..marks import is_disallowed
 from ..values.base import ConstantValue, Context, Value
 from ..values.containers import TupleValue
@@ -94,7 +94,6 @@ _METADATA_FUNCTIONS: set[Any] = set(
         "torch.cuda.device_count",
         "torch.backends.mps.is_available",
         "torch.cuda.is_available",
-        "torch._C._is_torch_function_mode_enabled",
         "torch._C._len_torch_dispatch_stack",
     )
 )
@@ -343,6 +342,10 @@ def _default_device(tx: Context, args: list[Value], kwargs: dict[str, Value]) ->
 
 
 _SPECIAL[torch.get_default_device] = _default_device
+# (every trace guards which modes are active: ``torch_state.torch_function_modes``)
+_SPECIAL[torch._C._is_torch_function_mode_enabled] = lambda tx, args, kwargs: ConstantValue(
+    function_modes() != "none"
+)
 
 
 def _as_subclass_method(
