@@ -250,6 +250,22 @@ def test_default_dtype_is_guarded(backend, same):
     assert backend.count == 2
 
 
+def test_deterministic_algorithms_are_guarded_by_every_entry(backend, same):
+    # (a backend compiles for the setting, Inductor picks its kernels by it: an entry made
+    # before ``use_deterministic_algorithms(True)`` must not serve the calls after it)
+    def fn(x):
+        return x * 2
+
+    compiled, _ = _run(fn, backend, X)
+    torch.use_deterministic_algorithms(True)
+    try:
+        same(compiled(X), fn(X))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    same(compiled(X), fn(X))
+    assert backend.count == 2
+
+
 @pytest.mark.parametrize(
     "query",
     [

@@ -395,6 +395,8 @@ _STATE_READERS = {
     "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
     "dispatch_modes": torch._C._len_torch_dispatch_stack,
     "torch_function_modes": function_modes,
+    # (a backend compiles for it: Inductor picks its kernels by it, as torch.compile guards)
+    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
 }
 
 
@@ -403,7 +405,6 @@ _TORCH_SETTING_READERS: dict[str, Any] = {
     "autocast_dtype_cpu": lambda: torch.get_autocast_dtype("cpu"),
     "autocast_dtype_cuda": lambda: torch.get_autocast_dtype("cuda"),
     "cudnn_enabled": torch._C._get_cudnn_enabled,
-    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
     "functorch_transforms": torch._C._are_functorch_transforms_active,
     "jit_tracing": torch._C._is_tracing,
     "jit_tracing_state": torch._C._get_tracing_state,
