@@ -8,7 +8,6 @@ folded; user objects get their dunder methods inlined (with the reflected fallba
 
 from __future__ import annotations
 
-import builtins
 import collections
 import operator
 import types
@@ -41,6 +40,10 @@ from ..values.symbolic import (
 )
 from ..values.tensors import TensorValue
 from ..values.tuple_identity import concatenated, repeated
+from .operator_names import DUNDER as _DUNDER
+from .operator_names import INPLACE_DUNDER as _INPLACE_DUNDER
+from .operator_names import INPLACE_TO_BINARY as _INPLACE_TO_BINARY
+from .operator_names import UNARY_DUNDER as _UNARY_DUNDER
 from .overriding_tensors import OverridingTensorValue
 from .torch_function_protocol import overriding_operator
 
@@ -83,43 +86,6 @@ COMPARE: dict[str, Any] = {
     "!=": operator.ne,
     ">": operator.gt,
     ">=": operator.ge,
-}
-_DUNDER = {
-    operator.add: ("__add__", "__radd__"),
-    operator.sub: ("__sub__", "__rsub__"),
-    operator.mul: ("__mul__", "__rmul__"),
-    operator.truediv: ("__truediv__", "__rtruediv__"),
-    operator.floordiv: ("__floordiv__", "__rfloordiv__"),
-    operator.mod: ("__mod__", "__rmod__"),
-    operator.pow: ("__pow__", "__rpow__"),
-    operator.matmul: ("__matmul__", "__rmatmul__"),
-    operator.and_: ("__and__", "__rand__"),
-    operator.or_: ("__or__", "__ror__"),
-    operator.xor: ("__xor__", "__rxor__"),
-    operator.lshift: ("__lshift__", "__rlshift__"),
-    operator.rshift: ("__rshift__", "__rrshift__"),
-    builtins.divmod: ("__divmod__", "__rdivmod__"),
-    operator.lt: ("__lt__", "__gt__"),
-    operator.le: ("__le__", "__ge__"),
-    operator.gt: ("__gt__", "__lt__"),
-    operator.ge: ("__ge__", "__le__"),
-    operator.eq: ("__eq__", "__eq__"),
-    operator.ne: ("__ne__", "__ne__"),
-}
-_INPLACE_TO_BINARY = {
-    operator.iadd: operator.add,
-    operator.isub: operator.sub,
-    operator.imul: operator.mul,
-    operator.itruediv: operator.truediv,
-    operator.ifloordiv: operator.floordiv,
-    operator.imod: operator.mod,
-    operator.ipow: operator.pow,
-    operator.imatmul: operator.matmul,
-    operator.iand: operator.and_,
-    operator.ior: operator.or_,
-    operator.ixor: operator.xor,
-    operator.ilshift: operator.lshift,
-    operator.irshift: operator.rshift,
 }
 
 
@@ -426,30 +392,6 @@ _SWAPPED = frozenset({operator.lt, operator.le, operator.gt, operator.ge})
 
 def _not_implemented(result: Value) -> bool:
     return result.is_constant() and result.as_constant() is NotImplemented
-
-
-_INPLACE_DUNDER = {
-    operator.iadd: "__iadd__",
-    operator.isub: "__isub__",
-    operator.imul: "__imul__",
-    operator.itruediv: "__itruediv__",
-    operator.ifloordiv: "__ifloordiv__",
-    operator.imod: "__imod__",
-    operator.ipow: "__ipow__",
-    operator.imatmul: "__imatmul__",
-    operator.iand: "__iand__",
-    operator.ior: "__ior__",
-    operator.ixor: "__ixor__",
-    operator.ilshift: "__ilshift__",
-    operator.irshift: "__irshift__",
-}
-
-_UNARY_DUNDER = {
-    operator.neg: "__neg__",
-    operator.pos: "__pos__",
-    operator.invert: "__invert__",
-    operator.abs: "__abs__",
-}
 
 
 #: object's comparison methods that return NotImplemented for any other object (object's

@@ -40,7 +40,10 @@ from ..values.dicts import DictValue
 from ..values.functions import UserFunctionValue
 from ..values.sequences import ListValue, NamedTupleValue, TupleValue
 from ..values.tensors import TensorValue, TorchFunctionValue
+from .operator_names import DUNDER, INPLACE_DUNDER, INPLACE_TO_BINARY, UNARY_DUNDER
 from .overriding_tensors import OverridingTensorValue, as_subclass
+
+_COMPARISONS = (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne)
 
 __all__ = [
     "SPECIAL_FUNCTIONS",
@@ -412,18 +415,18 @@ def overriding_operator(tx: Context, fn: Any, a: Value, b: Value | None = None) 
     tensor: Python's protocol over the operands' special methods, each a ``Tensor`` method
     (or the class's own), so each goes through ``__torch_function__``."""
     if b is None:
-        name = _UNARY[fn]
+        name = UNARY_DUNDER[operator.abs if fn is abs else fn]
         return tx.call(_method(tx, a, name), [], {})
     if fn in _RICH:
         return _compare(tx, fn, a, b)
-    inplace = _INPLACE.get(fn)
+    inplace = INPLACE_DUNDER.get(fn)
     if inplace is not None:
-        fn, name = inplace
-        if _has(a, name):
-            result = tx.call(_method(tx, a, name), [b], {})
+        if _has(a, inplace):
+            result = tx.call(_method(tx, a, inplace), [b], {})
             if not _not_implemented(result):
                 return result
-    forward, reflected = _BINARY[fn]
+        fn = INPLACE_TO_BINARY[fn]
+    forward, reflected = DUNDER[fn]
     ta, tb = _kind(a), _kind(b)
     tries: list[tuple[Value, str, Value]] = []
     if ta is not None and _has(a, forward):
@@ -502,48 +505,5 @@ def _not_implemented(result: Value) -> bool:
     return result.is_constant() and result.as_constant() is NotImplemented
 
 
-_UNARY = {
-    operator.neg: "__neg__",
-    operator.pos: "__pos__",
-    operator.invert: "__invert__",
-    operator.abs: "__abs__",
-    abs: "__abs__",
-}
-_BINARY = {
-    operator.add: ("__add__", "__radd__"),
-    operator.sub: ("__sub__", "__rsub__"),
-    operator.mul: ("__mul__", "__rmul__"),
-    operator.truediv: ("__truediv__", "__rtruediv__"),
-    operator.floordiv: ("__floordiv__", "__rfloordiv__"),
-    operator.mod: ("__mod__", "__rmod__"),
-    operator.pow: ("__pow__", "__rpow__"),
-    operator.matmul: ("__matmul__", "__rmatmul__"),
-    operator.and_: ("__and__", "__rand__"),
-    operator.or_: ("__or__", "__ror__"),
-    operator.xor: ("__xor__", "__rxor__"),
-    operator.lshift: ("__lshift__", "__rlshift__"),
-    operator.rshift: ("__rshift__", "__rrshift__"),
-}
-_INPLACE = {
-    operator.iadd: (operator.add, "__iadd__"),
-    operator.isub: (operator.sub, "__isub__"),
-    operator.imul: (operator.mul, "__imul__"),
-    operator.itruediv: (operator.truediv, "__itruediv__"),
-    operator.ifloordiv: (operator.floordiv, "__ifloordiv__"),
-    operator.imod: (operator.mod, "__imod__"),
-    operator.ipow: (operator.pow, "__ipow__"),
-    operator.imatmul: (operator.matmul, "__imatmul__"),
-    operator.iand: (operator.and_, "__iand__"),
-    operator.ior: (operator.or_, "__ior__"),
-    operator.ixor: (operator.xor, "__ixor__"),
-    operator.ilshift: (operator.lshift, "__ilshift__"),
-    operator.irshift: (operator.rshift, "__irshift__"),
-}
-_RICH = {
-    operator.lt: ("__lt__", "__gt__"),
-    operator.le: ("__le__", "__ge__"),
-    operator.gt: ("__gt__", "__lt__"),
-    operator.ge: ("__ge__", "__le__"),
-    operator.eq: ("__eq__", "__eq__"),
-    operator.ne: ("__ne__", "__ne__"),
-}
+#: the comparisons, whose reflection is tried as CPython's rich comparison does
+_RICH = {fn: names for fn, names in DUNDER.items() if fn in _COMPARISONS}
