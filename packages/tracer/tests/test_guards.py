@@ -3,6 +3,7 @@ changing something unguarded never changes the result."""
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import pytest
@@ -264,6 +265,29 @@ def test_deterministic_algorithms_are_guarded_by_every_entry(backend, same):
         torch.use_deterministic_algorithms(False)
     same(compiled(X), fn(X))
     assert backend.count == 2
+
+
+def test_torch_global_state_is_one_check_that_names_what_changed(backend, same, caplog):
+    # (the thread count, as torch.compile checks it: a compiled CPU kernel fixes its threads)
+    def fn(x):
+        return x * 3
+
+    compiled, _ = _run(fn, backend, X)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1 if threads != 1 else 2)
+    try:
+        same(compiled(X), fn(X))
+    finally:
+        torch.set_num_threads(threads)
+    same(compiled(X), fn(X))
+    assert backend.count == 2
+    sapwood_tracer.set_logs(recompiles=True)
+    try:
+        with caplog.at_level(logging.INFO, logger="sapwood"), torch.no_grad():
+            same(compiled(X), fn(X))
+    finally:
+        sapwood_tracer.set_logs()
+    assert "seen: 'grad_mode'" in caplog.text
 
 
 @pytest.mark.parametrize(

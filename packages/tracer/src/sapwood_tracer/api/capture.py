@@ -4,8 +4,8 @@
 arguments, compiles the recorded graph with the backend, and returns a :class:`CacheEntry`
 holding the generated entry function (guards, then the run) and the guard records (for people).
 
-Guards of a cache entry, in order: torch global state (grad mode, default dtype, autocast,
-inference mode), every guard recorded while tracing (including the graph's tensor guards),
+Guards of a cache entry, in order: torch global state (inference mode, active modes, and one
+C++ check of the rest: grad mode, default dtype, autocast, threads, ...), every guard recorded while tracing (including the graph's tensor guards),
 the graph's alias guards, that the inputs whose identity the trace relied on are distinct
 objects (:mod:`sapwood_tracer.interpreter.aliasing`), and that the tensor inputs are.
 """
@@ -41,9 +41,12 @@ from ..guards.sources import (
     DistinctIdsSource,
     GlobalStateSource,
     HeldObjectSource,
+    ReaderSource,
     WeakHandle,
     global_state_names,
     held_weakly,
+    torch_global_state,
+    torch_state_snapshot,
 )
 from ..interpreter.aliasing import distinctness_guards
 from ..interpreter.budget import overrun_reason
@@ -223,6 +226,9 @@ def _trace_and_build(
     state = [(name, GlobalStateSource(name)) for name in global_state_names()]
     for _, source in state:
         tx.guard(GuardKind.CONSTANT_MATCH, source, source.resolve({}, {}))
+    snapshot = torch_state_snapshot()  # (grad mode, dtype, autocast, threads, ...: one check)
+    held = HeldObjectSource(id(snapshot), "torch global state", snapshot)
+    tx.guard(GuardKind.CONSTANT_MATCH, ReaderSource(held, torch_global_state), "")
     grad_before = torch.is_grad_enabled()
     exit: BreakExit | None = None
     result: Value | None = None

@@ -41,6 +41,8 @@ __all__ = [
     "held_weakly",
     "read_from",
     "strong",
+    "torch_global_state",
+    "torch_state_snapshot",
 ]
 
 #: User objects that guards and cache entries refer to weakly: a cache entry must not keep a
@@ -387,15 +389,34 @@ def function_modes() -> str:
     return "device"
 
 
+#: torch's state every entry checks in Python (the rest is :func:`torch_global_state`'s)
 _STATE_READERS = {
-    "grad_enabled": torch.is_grad_enabled,
-    "default_dtype": torch.get_default_dtype,
     "inference_mode": torch.is_inference_mode_enabled,
-    "autocast_cpu": lambda: torch.is_autocast_enabled("cpu"),
-    "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
     "dispatch_modes": torch._C._len_torch_dispatch_stack,
     "torch_function_modes": function_modes,
-    # (a backend compiles for it: Inductor picks its kernels by it, as torch.compile guards)
+}
+
+
+def torch_global_state(snapshot: Any) -> str:
+    """``""`` while torch's global state is as ``snapshot`` (torch's C++
+    ``GlobalStateGuard``, made as the trace began) recorded it, else the first setting that
+    changed (``"grad_mode"``). One C++ check covers grad mode, the default dtype, autocast
+    (every device, its dtypes and cache), deterministic algorithms, the thread count, TF32
+    and reduced-precision reductions, and whether ``__torch_function__`` runs: what
+    torch.compile checks, in about a tenth of the time of reading them one by one."""
+    return "" if snapshot.check() else str(snapshot.reason()).strip() or "changed"
+
+
+def torch_state_snapshot() -> Any:
+    return torch._C._dynamo.guards.GlobalStateGuard()
+
+
+#: torch's settings also read one by one (where the traced code asks for them)
+_SNAPSHOT_READERS = {
+    "grad_enabled": torch.is_grad_enabled,
+    "default_dtype": torch.get_default_dtype,
+    "autocast_cpu": lambda: torch.is_autocast_enabled("cpu"),
+    "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
     "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
 }
 
@@ -447,6 +468,7 @@ class GlobalStateSource(_Printable):
     def reader(self) -> Any:
         return (
             _STATE_READERS.get(self.state)
+            or _SNAPSHOT_READERS.get(self.state)
             or _TORCH_SETTING_READERS.get(self.state)
             or _SETTING_READERS[self.state]
         )
