@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import torch
 
 from ..errors import user_stacklevel
-from ..guards.sources import SET_ASIDE_DEVICE, default_device_mode
+from ..guards.sources import SET_ASIDE_DEVICE, default_device_mode, program_function_mode
 from ..pinned import replaced_builtins
 
 __all__ = ["ModeFallbackWarning", "device_modes_set_aside", "eager_for_now"]
@@ -70,13 +70,9 @@ def _active_mode() -> str | None:
         # (``vmap(compiled)``, ``grad(compiled)``: the arguments are functorch's wrappers,
         # whose transform the graph and its backend would not apply)
         return "torch.func transform (vmap, grad, jacrev, ...)"
-    if torch._C._is_torch_function_mode_enabled():
-        from torch.utils._device import DeviceContext
-
-        for i in range(torch._C._len_torch_function_stack() - 1, -1, -1):
-            mode = torch._C._get_function_stack_at(i)
-            if not isinstance(mode, DeviceContext):
-                return f"TorchFunctionMode ({type(mode).__qualname__})"
+    mode = program_function_mode()
+    if mode is not None:
+        return f"TorchFunctionMode ({type(mode).__qualname__})"
     if torch._C._len_torch_dispatch_stack() > 0:
         from torch.utils._python_dispatch import _get_current_dispatch_mode
 

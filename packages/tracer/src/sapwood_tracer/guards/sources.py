@@ -39,6 +39,7 @@ __all__ = [
     "WeakRefTargetSource",
     "dict_of_view",
     "held_weakly",
+    "program_function_mode",
     "read_from",
     "strong",
     "torch_global_state",
@@ -358,18 +359,33 @@ class ModuleHooksSource(_Printable):
 SET_ASIDE_DEVICE: list[Any] = [None]
 
 
+def _innermost_function_mode(device: bool) -> Any:
+    """The innermost torch function mode that is (``device``) or is not one of torch's
+    default-device modes (``DeviceContext``); None where there is none."""
+    from torch.utils._device import DeviceContext
+
+    for i in range(torch._C._len_torch_function_stack() - 1, -1, -1):
+        mode = torch._C._get_function_stack_at(i)
+        if isinstance(mode, DeviceContext) is device:
+            return mode
+    return None
+
+
 def default_device_mode() -> Any:
     """The device torch's factory functions get when none is given: the innermost
     ``DeviceContext`` mode's, or None where there is none (their own default, the CPU)."""
     if SET_ASIDE_DEVICE[0] is not None:
         return SET_ASIDE_DEVICE[0]
-    from torch.utils._device import DeviceContext
+    mode = _innermost_function_mode(device=True)
+    return None if mode is None else mode.device
 
-    for i in range(torch._C._len_torch_function_stack() - 1, -1, -1):
-        mode = torch._C._get_function_stack_at(i)
-        if isinstance(mode, DeviceContext):
-            return mode.device
-    return None
+
+def program_function_mode() -> Any:
+    """The innermost torch function mode of the program's (not a default-device mode), or
+    None (under which a compiled call runs eagerly: see ``api.modes``)."""
+    if not torch._C._is_torch_function_mode_enabled():
+        return None
+    return _innermost_function_mode(device=False)
 
 
 def function_modes() -> str:
@@ -381,12 +397,7 @@ def function_modes() -> str:
         return "device"
     if not torch._C._is_torch_function_mode_enabled():
         return "none"
-    from torch.utils._device import DeviceContext
-
-    for i in range(torch._C._len_torch_function_stack()):
-        if not isinstance(torch._C._get_function_stack_at(i), DeviceContext):
-            return "other"
-    return "device"
+    return "device" if program_function_mode() is None else "other"
 
 
 #: torch's state every entry checks in Python (the rest is :func:`torch_global_state`'s)
@@ -411,16 +422,6 @@ def torch_state_snapshot() -> Any:
     return torch._C._dynamo.guards.GlobalStateGuard()
 
 
-#: torch's settings also read one by one (where the traced code asks for them)
-_SNAPSHOT_READERS = {
-    "grad_enabled": torch.is_grad_enabled,
-    "default_dtype": torch.get_default_dtype,
-    "autocast_cpu": lambda: torch.is_autocast_enabled("cpu"),
-    "autocast_cuda": lambda: torch.is_autocast_enabled("cuda"),
-    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
-}
-
-
 #: torch's settings a trace may read, guarded only by the traces that read them
 _TORCH_SETTING_READERS: dict[str, Any] = {
     "autocast_dtype_cpu": lambda: torch.get_autocast_dtype("cpu"),
@@ -430,7 +431,6 @@ _TORCH_SETTING_READERS: dict[str, Any] = {
     "jit_tracing": torch._C._is_tracing,
     "jit_tracing_state": torch._C._get_tracing_state,
     "privateuse1_name": torch._C._get_privateuse1_backend_name,
-    "torch_function_subclasses": torch._C._is_torch_function_enabled,
     "default_device": default_device_mode,
 }
 
@@ -468,7 +468,6 @@ class GlobalStateSource(_Printable):
     def reader(self) -> Any:
         return (
             _STATE_READERS.get(self.state)
-            or _SNAPSHOT_READERS.get(self.state)
             or _TORCH_SETTING_READERS.get(self.state)
             or _SETTING_READERS[self.state]
         )

@@ -20,7 +20,7 @@ from typing import Any
 from sapwood_graph import GuardKind
 
 from ..errors import Unsupported
-from ..values.base import Context, Value
+from ..values.base import Context, Value, bind_named
 from ..values.sequences import ListValue, TupleValue
 from ..values.tensors import TensorValue
 
@@ -71,32 +71,26 @@ def _leaf(name: str, fn: Any) -> Any:
     return call
 
 
-def _bind(
-    what: str, names: tuple[str, ...], args: list[Value], kwargs: dict[str, Value]
-) -> dict[str, Value]:
-    if len(args) > len(names):
-        raise Unsupported(f"{what} with {len(args)} positional arguments (TypeError)")
-    bound = dict(zip(names, args))
-    for key, value in kwargs.items():
-        if key not in names or key in bound:
-            raise Unsupported(f"{what} with the argument {key!r} (TypeError)")
-        bound[key] = value
-    return bound
+def _fixed(tx: Context, what: str, bound: dict[str, Value]) -> dict[str, Any]:
+    """The bound arguments of ``what`` as the objects the graph's code fixes
+    (:func:`_real`), the placements as a tuple."""
+    given = {k: _real(tx, v, what) for k, v in bound.items()}
+    if isinstance(given.get("placements"), list):
+        given["placements"] = tuple(given["placements"])
+    return given
 
 
 def _from_local(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     from torch.distributed.tensor import DTensor
 
     names = ("local_tensor", "device_mesh", "placements", "run_check", "shape", "stride")
-    bound = _bind("DTensor.from_local", (*names, "grad_placements"), args, kwargs)
+    bound = bind_named("DTensor.from_local", (*names, "grad_placements"), args, kwargs)
     local = bound.pop("local_tensor", None)
     if not isinstance(local, TensorValue):
         raise Unsupported("DTensor.from_local of a value that is not a plain tensor")
-    given = {k: _real(tx, v, "DTensor.from_local") for k, v in bound.items()}
+    given = _fixed(tx, "DTensor.from_local", bound)
     if given.get("run_check"):
         raise Unsupported("DTensor.from_local(run_check=True), which communicates")
-    if isinstance(given.get("placements"), list):
-        given["placements"] = tuple(given["placements"])
     target = _leaf("dtensor_from_local", lambda t: DTensor.from_local(t, **given))
     return tx.graph.call_function(tx, target, [local], {})
 
@@ -129,14 +123,11 @@ class _DTensorMethod(Value):
     def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         what = f"DTensor.{self.name}"
         if self.name == "to_local":
-            given = {k: _real(tx, v, what) for k, v in _bind(what, (), args, kwargs).items()}
-            if set(given) - {"grad_placements"}:
-                raise Unsupported(f"{what} with these arguments (TypeError)")
-            target = _leaf("dtensor_to_local", lambda t: t.to_local(**given))
+            if args or kwargs:  # (``grad_placements=`` is not modelled yet)
+                raise Unsupported(f"{what} with arguments")
+            target = _leaf("dtensor_to_local", lambda t: t.to_local())
         else:
             names = ("device_mesh", "placements", "async_op", "forward_dtype", "backward_dtype")
-            given = {k: _real(tx, v, what) for k, v in _bind(what, names, args, kwargs).items()}
-            if isinstance(given.get("placements"), list):
-                given["placements"] = tuple(given["placements"])
+            given = _fixed(tx, what, bind_named(what, names, args, kwargs))
             target = _leaf("dtensor_redistribute", lambda t: t.redistribute(**given))
         return tx.graph.call_function(tx, target, [self.tensor], {})

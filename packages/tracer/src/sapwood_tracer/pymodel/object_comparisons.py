@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import Unsupported
 from ..values.attributes import class_attribute
-from ..values.base import ConstantValue, Context, Value
+from ..values.base import ConstantValue, Context, Value, answers_not_implemented
 from ..values.identity import same_object
 from .builtins import handles
 
@@ -43,7 +43,7 @@ def _object_ne(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Valu
     if method is None:
         raise Unsupported(f"object.__ne__ on {a.describe()}, whose __eq__ the trace cannot find")
     equal = tx.call(method, [b], {})
-    if equal.is_constant() and equal.as_constant() is NotImplemented:
+    if answers_not_implemented(equal):
         return _NOT_IMPLEMENTED
     return ConstantValue(not tx.truth(equal))
 

@@ -21,6 +21,7 @@ from ..values.base import (
     ConstantValue,
     Context,
     Value,
+    answers_not_implemented,
     folds_for_real,
     holds_user_enum,
 )
@@ -358,7 +359,7 @@ def _python_operator(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
         inplace = _python_method(tx, a, _INPLACE_DUNDER[fn])
         if inplace is not None:
             result = tx.call(inplace, [b], {})
-            if not _not_implemented(result):
+            if not answers_not_implemented(result):
                 return result
         elif lookup_mro(a.python_type(), _INPLACE_DUNDER[fn])[0] not in (None, object):
             return None  # a builtin in-place method (``list.__iadd__``): the model's
@@ -378,7 +379,7 @@ def _python_operator(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
         if method is None:
             continue
         result = tx.call(method, [other], {})
-        if not _not_implemented(result):
+        if not answers_not_implemented(result):
             return result
     raise Unsupported(
         f"the operator {_op_name(fn)} on {a.describe()} and {b.describe()}, whose methods "
@@ -388,10 +389,6 @@ def _python_operator(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
 
 #: comparisons whose reflection is another method of the same class (``a < b`` is ``b > a``)
 _SWAPPED = frozenset({operator.lt, operator.le, operator.gt, operator.ge})
-
-
-def _not_implemented(result: Value) -> bool:
-    return result.is_constant() and result.as_constant() is NotImplemented
 
 
 #: object's comparison methods that return NotImplemented for any other object (object's
@@ -427,7 +424,7 @@ def _user_dunder(tx: Context, fn: Any, a: Value, b: Value) -> Value | None:
             if method is None:
                 continue
             result = tx.call(method, [other], {})
-            if result.is_constant() and result.as_constant() is NotImplemented:
+            if answers_not_implemented(result):
                 continue
             return result
     if fn in (operator.eq, operator.ne):

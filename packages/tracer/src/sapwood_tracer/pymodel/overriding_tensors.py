@@ -21,22 +21,29 @@ on it is one Python call of ``__torch_function__``, inlined, as eager torch make
 from __future__ import annotations
 
 import functools
+import itertools
 import types
 from typing import Any
 
 import torch
 
-from sapwood_graph import AttrSource, GuardKind, Source
+from sapwood_graph import GuardKind, Source
 
 from ..errors import Unsupported
 from ..guards.sources import ReaderSource
-from ..values.attributes import class_attribute, is_data_descriptor, lookup_mro
-from ..values.base import Context, Value, attribute_missing
+from ..values.attributes import (
+    class_attribute,
+    guard_not_defined,
+    is_data_descriptor,
+    lookup_mro,
+)
+from ..values.base import Context, Value, attribute_missing, bind_named
 from ..values.functions import BoundMethodValue
 from ..values.tensor_attributes import (
     assign_attribute,
     assigned_attributes,
     emit_with_attributes,
+    input_attribute,
     shadows_tensor_names,
 )
 from ..values.tensors import TensorValue, TorchFunctionValue
@@ -44,6 +51,7 @@ from ..values.tensors import TensorValue, TorchFunctionValue
 __all__ = [
     "OverridingTensorValue",
     "as_subclass",
+    "as_subclass_call",
     "drop_aliases",
     "emit_made",
     "made_as",
@@ -237,15 +245,18 @@ def as_subclass(tx: Context, value: Value, cls: Any) -> Value:
     return alias if cls is torch.Tensor else OverridingTensorValue(alias, cls)
 
 
+def as_subclass_call(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``Tensor.as_subclass(self, cls)`` called (never dispatched to ``__torch_function__``)."""
+    bound = bind_named("Tensor.as_subclass", ("self", "cls"), args, kwargs)
+    if set(bound) != {"self", "cls"} or not bound["cls"].is_constant():
+        raise Unsupported("Tensor.as_subclass with these arguments")
+    return as_subclass(tx, bound["self"], bound["cls"].as_constant())
+
+
 def make_subclass(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``torch.Tensor._make_subclass(cls, data, require_grad=False)`` (what a subclass's
     ``__new__`` calls): ``data`` detached, as a new tensor object of ``cls``."""
-    names = ("cls", "data", "require_grad")
-    bound = dict(zip(names, args))
-    for key, value in kwargs.items():
-        if key not in names or key in bound:
-            raise Unsupported(f"Tensor._make_subclass with the argument {key!r}")
-        bound[key] = value
+    bound = bind_named("Tensor._make_subclass", ("cls", "data", "require_grad"), args, kwargs)
     cls_value, data = bound.get("cls"), bound.get("data")
     flag = bound.get("require_grad")
     if cls_value is None or data is None or not cls_value.is_constant():
@@ -269,7 +280,7 @@ def overriding_getattr(tx: Context, value: OverridingTensorValue, name: str) -> 
         assigned = assigned_attributes(value)
         if name in assigned:
             return assigned[name]
-        own = _instance_attribute(tx, value, name)
+        own = input_attribute(tx, tx.object_of.get(id(value)), value.source, name)
         if own is not None:
             return own
     if klass is not None and klass not in _TORCH_CLASSES:
@@ -280,10 +291,8 @@ def overriding_getattr(tx: Context, value: OverridingTensorValue, name: str) -> 
         if lookup_mro(cls, "__getattr__")[0] not in (None, *_TORCH_CLASSES):
             raise Unsupported(f"{cls.__qualname__}.__getattr__")
         raise attribute_missing(value.describe(), name)
-    for earlier in cls.__mro__:  # (a later definition in the user's classes would win)
-        if earlier in _TORCH_CLASSES:
-            break
-        tx.guard_false(_defines(earlier, name))
+    # (a later definition in the user's classes would win)
+    guard_not_defined(tx, itertools.takewhile(lambda k: k not in _TORCH_CLASSES, cls.__mro__), name)
     if name in ("__class__", "__dict__"):
         raise Unsupported(f"{name} of {value.describe()}")
     if type(raw) is types.GetSetDescriptorType:  # ``x.shape``: Tensor.shape.__get__(x)
@@ -295,26 +304,3 @@ def overriding_getattr(tx: Context, value: OverridingTensorValue, name: str) -> 
     ):
         return BoundMethodValue(TorchFunctionValue(getattr(torch.Tensor, name)), value)
     raise Unsupported(f"Tensor.{name} ({type(raw).__name__}) of {value.describe()}")
-
-
-def _defines(klass: type, name: str) -> Source:
-    from ..guards.sources import ContainsSource
-    from ..values.attributes import held
-
-    return ContainsSource(AttrSource(held(klass, klass.__qualname__), "__dict__"), name)
-
-
-def _instance_attribute(tx: Context, value: OverridingTensorValue, name: str) -> Value | None:
-    """``name`` from an input's own ``__dict__`` (guarded either way); None where absent."""
-    source = value.source
-    if source is None:
-        return None
-    real = tx.object_of.get(id(value))
-    if real is None:
-        return None
-    if name in real.__dict__:
-        return tx.wrap(real.__dict__[name], AttrSource(source, name))
-    from ..guards.sources import ContainsSource
-
-    tx.guard_false(ContainsSource(AttrSource(source, "__dict__"), name))
-    return None

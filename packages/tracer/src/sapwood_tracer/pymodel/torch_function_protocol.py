@@ -33,11 +33,18 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..errors import Unsupported
-from ..values.attributes import class_attribute, held, lookup_mro
-from ..values.base import ConstantValue, Context, Value, is_constant_type
+from ..values.attributes import class_attribute, held, is_tensor_getter, lookup_mro
+from ..values.base import (
+    ConstantValue,
+    Context,
+    Value,
+    answers_not_implemented,
+    bind_named,
+    is_constant_type,
+)
 from ..values.contexts import subclass_functions_enabled
 from ..values.dicts import DictValue
-from ..values.functions import UserFunctionValue
+from ..values.functions import BoundMethodValue, UserFunctionValue
 from ..values.sequences import ListValue, NamedTupleValue, TupleValue
 from ..values.tensors import TensorValue, TorchFunctionValue
 from .operator_names import DUNDER, INPLACE_DUNDER, INPLACE_TO_BINARY, UNARY_DUNDER
@@ -76,8 +83,6 @@ def call_overridden(
     found = uses_overrides(args, kwargs)
     if not found:
         return None
-    if fn is torch._C.TensorBase.as_subclass:  # (never dispatched)
-        return _as_subclass_call(tx, args, kwargs)
     if subclass_functions_enabled(tx):
         if isinstance(fn, types.FunctionType):  # torch's Python: inlined, it dispatches
             return tx.call(UserFunctionValue(fn, held(fn, fn.__qualname__)), args, kwargs)
@@ -87,13 +92,6 @@ def call_overridden(
     plain = [_unwrap(a) for a in args]
     plain_kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
     return _rewrap(_plain_call(tx, fn, plain, plain_kwargs), found)
-
-
-def _as_subclass_call(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    given = [*args, *kwargs.values()]
-    if len(given) != 2 or not given[1].is_constant():
-        raise Unsupported("Tensor.as_subclass with these arguments")
-    return as_subclass(tx, given[0], given[1].as_constant())
 
 
 def _unwrap(value: Value) -> Value:
@@ -159,11 +157,7 @@ def _protocol(tx: Context, receiver: TensorValue, name: str, rest: list[Value]) 
 def tensor_getter_name(fn: Any) -> str | None:
     """The attribute name of ``Tensor.<name>.__get__`` (a getter torch dispatches)."""
     owner = getattr(fn, "__self__", None)
-    if (
-        type(owner) is types.GetSetDescriptorType
-        and getattr(fn, "__name__", None) == "__get__"
-        and owner.__objclass__ in (torch._C.TensorBase, torch.Tensor)
-    ):
+    if getattr(fn, "__name__", None) == "__get__" and is_tensor_getter(owner):
         return str(owner.__name__)
     return None
 
@@ -259,7 +253,7 @@ def _dispatch(
         method = class_attribute(tx, kind, "__torch_function__", None)
         assert method is not None
         result = tx.call(method, argv, {})
-        if not (result.is_constant() and result.as_constant() is NotImplemented):
+        if not answers_not_implemented(result):
             return result
     raise Unsupported(
         f"no __torch_function__ of {[k.__qualname__ for k in kinds]} implements "
@@ -287,11 +281,7 @@ def _kwargs_of(tx: Context, value: Value) -> dict[str, Value]:
 def _default_torch_function(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``torch.Tensor.__torch_function__(cls, func, types, args=(), kwargs=None)``."""
     names = ("cls", "func", "types", "args", "kwargs")
-    bound = dict(zip(names, args))
-    for key, value in kwargs.items():
-        if key not in names or key in bound:
-            raise Unsupported("Tensor.__torch_function__ with these arguments (TypeError)")
-        bound[key] = value
+    bound = bind_named("Tensor.__torch_function__", names, args, kwargs)
     if not {"cls", "func", "types"} <= set(bound) or not bound["cls"].is_constant():
         raise Unsupported("Tensor.__torch_function__ with these arguments (TypeError)")
     cls = bound["cls"].as_constant()
@@ -423,7 +413,7 @@ def overriding_operator(tx: Context, fn: Any, a: Value, b: Value | None = None) 
     if inplace is not None:
         if _has(a, inplace):
             result = tx.call(_method(tx, a, inplace), [b], {})
-            if not _not_implemented(result):
+            if not answers_not_implemented(result):
                 return result
         fn = INPLACE_TO_BINARY[fn]
     forward, reflected = DUNDER[fn]
@@ -439,7 +429,7 @@ def overriding_operator(tx: Context, fn: Any, a: Value, b: Value | None = None) 
             tries.append(reflected_try)
     for receiver, name, other in tries:
         result = tx.call(_method(tx, receiver, name), [other], {})
-        if not _not_implemented(result):
+        if not answers_not_implemented(result):
             return result
     raise Unsupported(f"the operator {name} on {a.describe()} and {b.describe()} (TypeError)")
 
@@ -456,7 +446,7 @@ def _compare(tx: Context, fn: Any, a: Value, b: Value) -> Value:
         tries.append((b, reflected, a))
     for receiver, name, other in tries:
         result = tx.call(_method(tx, receiver, name), [other], {})
-        if not _not_implemented(result):
+        if not answers_not_implemented(result):
             return result
     if fn in (operator.eq, operator.ne):
         raise Unsupported(f"== / != by identity between {a.describe()} and {b.describe()}")
@@ -484,25 +474,8 @@ def _differs(left: type, right: type, name: str) -> bool:
 def _method(tx: Context, receiver: Value, name: str) -> Value:
     if isinstance(receiver, OverridingTensorValue):
         return receiver.getattr(tx, name)
-    return _BoundTensorMethod(receiver, getattr(torch.Tensor, name))
-
-
-class _BoundTensorMethod(Value):
-    """A ``Tensor`` method of a plain tensor called with an overriding argument."""
-
-    __slots__ = ("fn", "receiver")
-
-    def __init__(self, receiver: Value, fn: Any) -> None:
-        super().__init__(None)
-        self.receiver = receiver
-        self.fn = fn
-
-    def call(self, tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        return tx.call_torch_function(self.fn, [self.receiver, *args], kwargs)
-
-
-def _not_implemented(result: Value) -> bool:
-    return result.is_constant() and result.as_constant() is NotImplemented
+    # (a plain tensor's: the torch function, which meets the overriding operand)
+    return BoundMethodValue(TorchFunctionValue(getattr(torch.Tensor, name)), receiver)
 
 
 #: the comparisons, whose reflection is tried as CPython's rich comparison does

@@ -25,7 +25,7 @@ from ..values.symbolic import SizeValue, SymNumberValue
 from ..values.tensor_subclasses import SUBCLASS_ATTRIBUTES
 from ..values.tensors import METHODS_MODELLED_ELSEWHERE, TensorValue, metadata_call
 from .dtensor_calls import dtensor_attribute, dtensor_names
-from .overriding_tensors import as_subclass, make_subclass
+from .overriding_tensors import as_subclass_call, make_subclass
 from .torch_function_protocol import SPECIAL_FUNCTIONS, call_overridden
 
 __all__ = [
@@ -89,6 +89,8 @@ _METADATA_FUNCTIONS: set[Any] = set(
         "torch.get_default_dtype",
         "torch.is_grad_enabled",
         "torch.is_inference_mode_enabled",
+        # (every entry checks it: torch's global state, ``torch_global_state``)
+        "torch.are_deterministic_algorithms_enabled",
         "torch.is_storage",
         "torch.jit.is_scripting",
         "torch.cuda.device_count",
@@ -135,8 +137,8 @@ def _autocast_dtype(device: str | None) -> Any:
 
 
 def _autocast_enabled(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """``torch.is_autocast_enabled()`` / ``(device)``: every trace guards the answer for the
-    CPU and CUDA (``torch_state.autocast_*``); other devices are not guarded, so refused."""
+    """``torch.is_autocast_enabled()`` / ``(device)``: every entry checks autocast (torch's
+    global state, ``torch_global_state``); answered for the CPU and CUDA, others refused."""
     given = [*args, *kwargs.values()]
     if len(given) > 1 or not all(v.is_constant() for v in given):
         raise Unsupported("torch.is_autocast_enabled with these arguments")
@@ -150,9 +152,9 @@ _SPECIAL[torch.is_autocast_enabled] = _autocast_enabled
 
 
 def _guarded_setting(state: str) -> Any:
-    """A query of a torch setting the user can change between calls (cuDNN on or off,
-    deterministic algorithms, a JIT trace or a functorch transform running): its answer now,
-    guarded (``torch_state.<state>``)."""
+    """A query of a torch setting the user can change between calls (cuDNN on or off, a JIT
+    trace or a functorch transform running): its answer now, guarded
+    (``torch_state.<state>``)."""
 
     def query(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if args or kwargs:
@@ -169,7 +171,6 @@ def _guarded_setting(state: str) -> Any:
 
 for _fn, _state in {
     torch._C._get_cudnn_enabled: "cudnn_enabled",
-    torch.are_deterministic_algorithms_enabled: "deterministic_algorithms",
     torch._C._are_functorch_transforms_active: "functorch_transforms",
     torch._C._is_tracing: "jit_tracing",
     torch.jit.is_tracing: "jit_tracing",
@@ -315,15 +316,22 @@ def _device_constructors() -> Any:
     return constructors()
 
 
-def _on_default_device(tx: Context, kwargs: dict[str, Value]) -> dict[str, Value]:
-    """A factory function called without a device under torch's default-device mode
-    (``torch.set_default_device``): the mode's device, as the mode gives it, guarded."""
+def _guarded_default_device(tx: Context) -> Any:
+    """The device of torch's default-device mode (``torch.set_default_device``), guarded; None
+    where there is none (not guarded: every trace guards which modes are active,
+    ``torch_state.torch_function_modes``)."""
     source = GlobalStateSource("default_device")
     device = source.reader()()
-    if device is None:  # (no such mode: not guarded, traces under one are guarded so)
-        return kwargs
-    tx.guard(GuardKind.CONSTANT_MATCH, source, device)
-    return {**kwargs, "device": ConstantValue(device)}
+    if device is not None:
+        tx.guard(GuardKind.CONSTANT_MATCH, source, device)
+    return device
+
+
+def _on_default_device(tx: Context, kwargs: dict[str, Value]) -> dict[str, Value]:
+    """A factory function called without a device under torch's default-device mode: the
+    mode's device, as the mode gives it."""
+    device = _guarded_default_device(tx)
+    return kwargs if device is None else {**kwargs, "device": ConstantValue(device)}
 
 
 def _default_device(tx: Context, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -331,11 +339,9 @@ def _default_device(tx: Context, args: list[Value], kwargs: dict[str, Value]) ->
     CPU (traces under such a mode are guarded so: ``torch_state.torch_function_modes``)."""
     if args or kwargs:
         raise Unsupported("torch.get_default_device with arguments (TypeError)")
-    source = GlobalStateSource("default_device")
-    device = source.reader()()
+    device = _guarded_default_device(tx)
     if device is None:
         return ConstantValue(torch.device("cpu"))
-    tx.guard(GuardKind.CONSTANT_MATCH, source, device)
     if device.index is None and device.type != "cpu":
         raise Unsupported("torch.get_default_device() of a device without an index")
     return ConstantValue(device)
@@ -348,22 +354,13 @@ _SPECIAL[torch._C._is_torch_function_mode_enabled] = lambda tx, args, kwargs: Co
 )
 
 
-def _as_subclass_method(
-    tx: Context, tensor: TensorValue, args: list[Value], kwargs: dict[str, Value]
-) -> Value:
-    """``t.as_subclass(cls)`` of a plain tensor (see ``pymodel.overriding_tensors``)."""
-    given = [*args, *kwargs.values()]
-    if len(given) != 1 or not given[0].is_constant():
-        raise Unsupported("Tensor.as_subclass with these arguments")
-    return as_subclass(tx, tensor, given[0].as_constant())
-
-
-METHODS_MODELLED_ELSEWHERE["as_subclass"] = _as_subclass_method
+# ``Tensor.as_subclass(t, cls)`` and ``t.as_subclass(cls)`` (see pymodel.overriding_tensors)
+_SPECIAL[torch._C.TensorBase.as_subclass] = as_subclass_call
+METHODS_MODELLED_ELSEWHERE["as_subclass"] = lambda tx, tensor, args, kwargs: as_subclass_call(
+    tx, [tensor, *args], kwargs
+)
 SUBCLASS_ATTRIBUTES.append(dtensor_attribute)
 _SPECIAL[torch.Tensor._make_subclass] = make_subclass
-_SPECIAL[torch._C.TensorBase.as_subclass] = lambda tx, args, kwargs: _as_subclass_method(
-    tx, args[0], args[1:], kwargs
-)
 
 
 #: ``torch.autograd.Function.apply`` as a plain function (it is a classmethod).

@@ -11,7 +11,9 @@ recompiles instead of being missed.
 from __future__ import annotations
 
 import functools
+import itertools
 import types
+from collections.abc import Iterable
 from typing import Any
 
 from sapwood_graph import AttrSource, ItemSource, Source
@@ -25,6 +27,7 @@ from .random_generators import is_generator_primitive
 __all__ = [
     "class_attribute",
     "class_dict_source",
+    "guard_not_defined",
     "has_python_special",
     "held",
     "indexes_in_python",
@@ -32,6 +35,7 @@ __all__ = [
     "is_data_descriptor",
     "is_slot",
     "is_slot_name",
+    "is_tensor_getter",
     "lookup_mro",
     "plain_instance_dict",
     "python_getattr_hook",
@@ -128,13 +132,8 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
     klass, raw = lookup_mro(cls, name)
     if klass is None:
         return None
-    for earlier in cls.__mro__:
-        if earlier is klass:
-            break
-        # a class earlier in the MRO that later defined `name` would take precedence
-        tx.guard_false(
-            ContainsSource(AttrSource(held(earlier, earlier.__qualname__), "__dict__"), name)
-        )
+    # a class earlier in the MRO that later defined `name` would take precedence
+    guard_not_defined(tx, itertools.takewhile(lambda k: k is not klass, cls.__mro__), name)
     source = class_dict_source(klass, name)
     if isinstance(raw, staticmethod):
         return tx.wrap(raw.__func__, AttrSource(source, "__func__"))
@@ -160,7 +159,7 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
     if receiver is not None and raw is object.__reduce_ex__:
         # (modelled for plain objects: what ``copy`` asks; see pymodel.copying)
         return BoundMethodValue(BuiltinValue(raw), receiver)
-    if receiver is None and type(raw) is types.GetSetDescriptorType and _tensor_getter(raw):
+    if receiver is None and is_tensor_getter(raw):
         return ConstantValue(raw)  # (``torch.Tensor.ndim``: read through the class, itself)
     if hasattr(type(raw), "__get__") and not isinstance(raw, type):
         # builtin method descriptors of builtin bases (e.g. object.__init__), slots, ...
@@ -174,10 +173,22 @@ def class_attribute(tx: Context, cls: type, name: str, receiver: Value | None) -
     return tx.wrap(raw, source)
 
 
-def _tensor_getter(raw: Any) -> bool:
-    """A getter of torch's tensor class (``TensorBase.ndim``)."""
+def is_tensor_getter(raw: Any) -> bool:
+    """A getter of torch's tensor class (``TensorBase.ndim``, the descriptor itself), the
+    calls of which torch dispatches to ``__torch_function__``."""
+    if type(raw) is not types.GetSetDescriptorType:
+        return False
     owner = raw.__objclass__
     return owner.__module__ == "torch._C" and owner.__name__ == "TensorBase"
+
+
+def guard_not_defined(tx: Context, classes: Iterable[type], name: str) -> None:
+    """Guard that none of ``classes`` defines ``name`` (a later definition there would take
+    precedence over what the trace found further along the MRO)."""
+    for klass in classes:
+        tx.guard_false(
+            ContainsSource(AttrSource(held(klass, klass.__qualname__), "__dict__"), name)
+        )
 
 
 def _written_class_attribute(tx: Context, cls: type, name: str) -> Value | None:

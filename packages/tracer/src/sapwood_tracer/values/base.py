@@ -36,7 +36,9 @@ __all__ = [
     "NullValue",
     "RangeIteratorValue",
     "Value",
+    "answers_not_implemented",
     "attribute_missing",
+    "bind_named",
     "class_runs_user_code",
     "enum_class_runs_user_code",
     "folds_for_real",
@@ -166,6 +168,27 @@ class _AttributeMissing(Unsupported):
 
 def attribute_missing(owner: str, name: str) -> _AttributeMissing:
     return _AttributeMissing(f"attribute {name!r} of {owner}, which does not exist")
+
+
+def answers_not_implemented(result: Value) -> bool:
+    """Whether a special method's result is ``NotImplemented`` (Python tries the next)."""
+    return result.is_constant() and result.as_constant() is NotImplemented
+
+
+def bind_named(
+    what: str, names: tuple[str, ...], args: list[Value], kwargs: dict[str, Value]
+) -> dict[str, Value]:
+    """``args`` and ``kwargs`` bound to the parameters ``names`` of the modelled callable
+    ``what`` (each at most once; a missing one is absent); a call Python would refuse with a
+    TypeError is :class:`Unsupported`."""
+    if len(args) > len(names):
+        raise Unsupported(f"{what} with {len(args)} positional arguments (TypeError)")
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in bound:
+            raise Unsupported(f"{what} with the argument {key!r} (TypeError)")
+        bound[key] = value
+    return bound
 
 
 class NullValue(Value):

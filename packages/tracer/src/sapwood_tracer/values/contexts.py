@@ -19,10 +19,8 @@ from typing import Any
 
 import torch
 
-from sapwood_graph import GuardKind
-
 from ..errors import Unsupported, user_stacklevel
-from ..guards.sources import GlobalStateSource, HeldObjectSource
+from ..guards.sources import HeldObjectSource
 from .base import ConstantValue, Context, Value
 from .functions import FunctionValue
 
@@ -68,12 +66,11 @@ class GradModeValue(Value):
 
 def subclass_functions_enabled(tx: Context) -> bool:
     """Whether tensor subclasses' ``__torch_function__`` runs here: as the call began
-    (``torch._C._is_torch_function_enabled()``, guarded), unless a ``with
-    torch._C.DisableTorchFunctionSubclass()`` of the trace is open."""
+    (``torch._C._is_torch_function_enabled()``, which every entry's check of torch's global
+    state covers), unless a ``with torch._C.DisableTorchFunctionSubclass()`` of the trace is
+    open."""
     if tx.subclass_functions is None:
-        source = GlobalStateSource("torch_function_subclasses")
-        tx.subclass_functions = bool(source.reader()())
-        tx.guard(GuardKind.CONSTANT_MATCH, source, tx.subclass_functions)
+        tx.subclass_functions = bool(torch._C._is_torch_function_enabled())
     return tx.subclass_functions
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "assigned_attributes",
     "data_descriptor",
     "emit_with_attributes",
+    "input_attribute",
     "instance_attribute",
     "shadows_tensor_names",
 ]
@@ -102,8 +103,12 @@ def instance_attribute(tx: Context, tensor: Any, name: str) -> Value | None:
     the call), where Python looks first for a name no data descriptor takes; None where the
     dict has no such name, and a guard that it still has none on later calls: for a name of
     the tensor API (a method), one guard per tensor that its dict shadows no such name."""
-    real = tx.graph.input_object(tensor)
-    source = tensor.input_source
+    return input_attribute(tx, tx.graph.input_object(tensor), tensor.input_source, name)
+
+
+def input_attribute(tx: Context, real: Any, source: Any, name: str) -> Value | None:
+    """:func:`instance_attribute` of the input tensor ``real`` found at ``source`` (None:
+    not an input)."""
     if real is None or source is None:
         return None
     attrs = real.__dict__
