@@ -161,13 +161,19 @@ class TinyLlama(nn.Module):
 
 
 class CountingBackend:
-    """A named backend that also keeps every graph it is given, to count graphs and ops."""
+    """A named backend (eager by default) that also keeps every graph it is given, to count
+    graphs and ops."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str = "eager") -> None:
         import sapwood_backend
 
         self.inner = sapwood_backend.lookup_backend(name)
         self.graphs: list[torch.fx.GraphModule] = []
+
+    @property
+    def count(self) -> int:
+        """The graphs given so far."""
+        return len(self.graphs)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[object]) -> object:
         self.graphs.append(gm)

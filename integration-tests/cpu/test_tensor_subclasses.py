@@ -11,20 +11,10 @@ import pytest
 import torch
 from torch.testing._internal.two_tensor import TwoTensor
 from torch.utils._pytree import tree_map_only
+from zoo import CountingBackend
 
 import sapwood
 import sapwood_tracer
-
-
-class CountingBackend:
-    """An eager backend that counts the graphs it was given."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.count += 1
-        return gm.forward
 
 
 def _two(shape: tuple[int, ...] = (4,), **kw: Any) -> TwoTensor:

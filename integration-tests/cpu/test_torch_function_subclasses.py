@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from zoo import CountingBackend
 
 import sapwood
 import sapwood_tracer
@@ -99,15 +100,6 @@ class Rewrapped(torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **(kwargs or {}))
         return cls(out) if isinstance(out, torch.Tensor) else out
-
-
-class CountingBackend:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        self.count += 1
-        return gm.forward
 
 
 def _same(got: Any, want: Any) -> None:
